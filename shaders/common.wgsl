@@ -1,0 +1,25 @@
+// common.wgsl — prepended to every kernel of attn-wgpu (see src/variants/mod.rs, `shader!`).
+//
+// Every dispatch gets its own `Params` uniform at binding 0 (src/plan.rs, struct Params), so one
+// kernel can be dispatched over a slice of the heads without recompiling it.
+struct Params {
+    heads: u32,        // heads covered by this dispatch (B*H or a chunk of it)
+    seq: u32,          // N
+    head_dim: u32,     // D
+    causal: u32,       // 1: key j takes part in row i iff j <= i (top-left aligned, as SDPA's is_causal)
+    scale: f32,        // softmax scale, 1/sqrt(D) by default
+    neg_inf_bits: u32, // bit pattern of -inf: WGSL has no infinite literal, so it comes in at run time
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+
+fn neg_inf() -> f32 {
+    return bitcast<f32>(params.neg_inf_bits);
+}
+
+// Grids larger than 65535 workgroups are split over x and y (src/plan.rs, grid_2d).
+fn linear_group(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wg.x + wg.y * nwg.x;
+}

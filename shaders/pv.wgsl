@@ -1,0 +1,81 @@
+// pv.wgsl — O[h, i, c] = sum_j P[h, i, j] * V[h, j, c]: probabilities times values.
+//
+// Register-tiled like qk.wgsl: a workgroup of 16 x 16 threads owns a 128-row x 64-column tile of O
+// (64 columns cover a whole head of D = 64); each thread accumulates 8 rows x 4 columns. P is staged
+// transposed (ps[kk][row]) and V as is (vs[kk][col]), KC keys at a time. Like PyTorch's bmm, this
+// kernel does not know about the causal mask: it multiplies the zeros above the diagonal too.
+// Grid: x = column tile (c), y = row tile (i), z = head.
+
+@group(0) @binding(1) var<storage, read> p: array<f32>;
+@group(0) @binding(2) var<storage, read> v: array<f32>;
+@group(0) @binding(3) var<storage, read_write> o: array<f32>;
+
+const TM: u32 = 128u; // rows of O per workgroup
+const TN: u32 = 64u;  // columns of O per workgroup
+const KC: u32 = 16u;  // keys staged per iteration
+
+var<workgroup> ps: array<array<vec4<f32>, 32>, KC>; // [KC][TM / 4]
+var<workgroup> vs: array<array<vec4<f32>, 16>, KC>; // [KC][TN / 4]
+
+@compute @workgroup_size(16, 16, 1)
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+) {
+    let n = params.seq;
+    let d = params.head_dim;
+    let head = wg.z;
+    let i0 = wg.y * TM;
+    let c0 = wg.x * TN;
+
+    var acc: array<vec4<f32>, 8>; // acc[r]: row ty*8 + r, columns tx*4 .. +3
+    for (var t = 0u; t < 8u; t++) {
+        acc[t] = vec4<f32>(0.0);
+    }
+
+    for (var j0 = 0u; j0 < n; j0 += KC) {
+        // P[i0.., j0..j0+KC]: 2048 values, 8 per thread, 64-byte runs along j.
+        for (var e = li; e < TM * KC; e += 256u) {
+            let row = e / KC;
+            let kk = e % KC;
+            var pv = 0.0;
+            if (i0 + row < n && j0 + kk < n) {
+                pv = p[(head * n + i0 + row) * n + j0 + kk];
+            }
+            ps[kk][row / 4u][row % 4u] = pv;
+        }
+        // V[j0..j0+KC, c0..c0+TN]: 1024 values, 4 per thread, contiguous along c.
+        for (var e = li; e < KC * TN; e += 256u) {
+            let kk = e / TN;
+            let col = e % TN;
+            var vv = 0.0;
+            if (j0 + kk < n && c0 + col < d) {
+                vv = v[(head * n + j0 + kk) * d + c0 + col];
+            }
+            vs[kk][col / 4u][col % 4u] = vv;
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < KC; kk++) {
+            let a0 = ps[kk][lid.y * 2u];
+            let a1 = ps[kk][lid.y * 2u + 1u];
+            let b = vs[kk][lid.x];
+            for (var r = 0u; r < 4u; r++) {
+                acc[r] += a0[r] * b;
+                acc[r + 4u] += a1[r] * b;
+            }
+        }
+        workgroupBarrier();
+    }
+
+    for (var r = 0u; r < 8u; r++) {
+        let i = i0 + lid.y * 8u + r;
+        if (i >= n) { break; }
+        for (var c = 0u; c < 4u; c++) {
+            let col = c0 + lid.x * 4u + c;
+            if (col < d) {
+                o[(head * n + i) * d + col] = acc[r][c];
+            }
+        }
+    }
+}

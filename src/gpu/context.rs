@@ -1,0 +1,352 @@
+//! Instance, adapter and device: backend choice, adapter ranking, features and limits, and the
+//! plumbing that turns wgpu validation errors and device loss into messages instead of panics.
+
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+
+use crate::{Error, Result};
+
+/// Which adapter to use. Empty fields mean "any"; `WGPU_BACKEND` and `WGPU_ADAPTER_NAME` fill them
+/// when the command line does not.
+#[derive(Debug, Clone, Default)]
+pub struct AdapterSelection {
+    /// `vulkan`, `metal`, `dx12`, `gl` or `all` (comma lists allowed, as for WGPU_BACKEND).
+    pub backend: Option<String>,
+    /// Case-insensitive substring of the adapter name.
+    pub name: Option<String>,
+}
+
+/// Parses a backend list; unknown names are an error that names them.
+pub fn parse_backends(s: &str) -> Result<wgpu::Backends> {
+    let mut b = wgpu::Backends::empty();
+    for part in s.split(',').map(|p| p.trim().to_ascii_lowercase()) {
+        b |= match part.as_str() {
+            "vulkan" | "vk" => wgpu::Backends::VULKAN,
+            "metal" | "mtl" => wgpu::Backends::METAL,
+            "dx12" | "d3d12" => wgpu::Backends::DX12,
+            "gl" | "gles" | "opengl" => wgpu::Backends::GL,
+            "all" => wgpu::Backends::all(),
+            other => {
+                return Err(Error::NoAdapter(format!(
+                    "unknown backend `{other}` (expected vulkan, metal, dx12, gl or all)"
+                )))
+            }
+        };
+    }
+    Ok(b)
+}
+
+impl AdapterSelection {
+    fn backends(&self) -> Result<wgpu::Backends> {
+        match &self.backend {
+            Some(b) => parse_backends(b),
+            None => match std::env::var("WGPU_BACKEND") {
+                Ok(s) if !s.trim().is_empty() => parse_backends(&s),
+                _ => Ok(wgpu::Backends::all()),
+            },
+        }
+    }
+    fn name_filter(&self) -> Option<String> {
+        self.name
+            .clone()
+            .or_else(|| std::env::var("WGPU_ADAPTER_NAME").ok())
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| s.to_lowercase())
+    }
+}
+
+/// What a plan builder may know about the adapter: pure data, so plans can be built and tested
+/// without a GPU.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdapterCaps {
+    pub backend: String,
+    pub timestamps: bool,
+    pub f16: bool,
+    pub subgroups: bool,
+    pub subgroup_min_size: u32,
+    pub subgroup_max_size: u32,
+    pub cooperative_matrix: bool,
+    pub max_workgroup_storage: u32,
+    pub max_invocations_per_workgroup: u32,
+    pub max_workgroup_size_x: u32,
+    pub max_workgroups_per_dimension: u32,
+    pub max_storage_binding: u64,
+    pub max_buffer: u64,
+}
+
+impl AdapterCaps {
+    pub fn from_adapter(a: &wgpu::Adapter) -> Self {
+        let f = a.features();
+        let l = a.limits();
+        let info = a.get_info();
+        AdapterCaps {
+            backend: backend_name(info.backend).into(),
+            timestamps: f.contains(wgpu::Features::TIMESTAMP_QUERY),
+            f16: f.contains(wgpu::Features::SHADER_F16),
+            subgroups: f.contains(wgpu::Features::SUBGROUP),
+            subgroup_min_size: info.subgroup_min_size,
+            subgroup_max_size: info.subgroup_max_size,
+            cooperative_matrix: f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            max_workgroup_storage: l.max_compute_workgroup_storage_size,
+            max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+            max_workgroup_size_x: l.max_compute_workgroup_size_x,
+            max_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
+            max_storage_binding: l.max_storage_buffer_binding_size,
+            max_buffer: l.max_buffer_size,
+        }
+    }
+
+    /// WebGPU's default limits: what a plan may assume on any adapter (used by plan tests).
+    pub fn webgpu_defaults() -> Self {
+        let l = wgpu::Limits::default();
+        AdapterCaps {
+            backend: "any".into(),
+            timestamps: true,
+            f16: false,
+            subgroups: false,
+            subgroup_min_size: 0,
+            subgroup_max_size: 0,
+            cooperative_matrix: false,
+            max_workgroup_storage: l.max_compute_workgroup_storage_size,
+            max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+            max_workgroup_size_x: l.max_compute_workgroup_size_x,
+            max_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
+            max_storage_binding: l.max_storage_buffer_binding_size,
+            max_buffer: l.max_buffer_size,
+        }
+    }
+}
+
+pub fn backend_name(b: wgpu::Backend) -> &'static str {
+    match b {
+        wgpu::Backend::Vulkan => "vulkan",
+        wgpu::Backend::Metal => "metal",
+        wgpu::Backend::Dx12 => "dx12",
+        wgpu::Backend::Gl => "gl",
+        wgpu::Backend::BrowserWebGpu => "webgpu",
+        wgpu::Backend::Noop => "noop",
+    }
+}
+
+pub fn device_type_name(t: wgpu::DeviceType) -> &'static str {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => "DiscreteGpu",
+        wgpu::DeviceType::IntegratedGpu => "IntegratedGpu",
+        wgpu::DeviceType::VirtualGpu => "VirtualGpu",
+        wgpu::DeviceType::Cpu => "Cpu",
+        wgpu::DeviceType::Other => "Other",
+    }
+}
+
+/// Ranking: discrete > integrated > virtual > CPU > other; then Vulkan/Metal/DX12 over GL.
+fn rank(info: &wgpu::AdapterInfo) -> (u8, u8) {
+    let t = match info.device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    };
+    let b = match info.backend {
+        wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 0,
+        _ => 1,
+    };
+    (t, b)
+}
+
+/// Adapter identity as written to result files.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdapterReport {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    pub vendor: u32,
+    pub device: u32,
+    pub caps: AdapterCaps,
+}
+
+impl AdapterReport {
+    pub fn new(a: &wgpu::Adapter) -> Self {
+        let info = a.get_info();
+        AdapterReport {
+            name: info.name.clone(),
+            backend: backend_name(info.backend).into(),
+            device_type: device_type_name(info.device_type).into(),
+            driver: info.driver.clone(),
+            driver_info: info.driver_info.clone(),
+            vendor: info.vendor,
+            device: info.device,
+            caps: AdapterCaps::from_adapter(a),
+        }
+    }
+}
+
+fn new_instance(backends: wgpu::Backends) -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = backends;
+    // Validation in debug builds only: numbers come from release builds (DESIGN.md section 2).
+    desc.flags = wgpu::InstanceFlags::from_build_config().with_env();
+    wgpu::Instance::new(desc)
+}
+
+/// Every adapter wgpu finds for the selected backends, best first.
+pub fn enumerate(sel: &AdapterSelection) -> Result<(wgpu::Instance, Vec<wgpu::Adapter>)> {
+    let backends = sel.backends()?;
+    let instance = new_instance(backends);
+    let mut adapters = pollster::block_on(instance.enumerate_adapters(backends));
+    adapters.sort_by_key(|a| rank(&a.get_info()));
+    Ok((instance, adapters))
+}
+
+/// An open device plus what the runner needs to report errors instead of panicking.
+pub struct Gpu {
+    pub instance: wgpu::Instance,
+    pub adapter: wgpu::Adapter,
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub report: AdapterReport,
+    pub caps: AdapterCaps,
+    /// Errors no error scope caught (wgpu would otherwise panic on them).
+    uncaptured: Arc<Mutex<Vec<String>>>,
+    lost: Arc<Mutex<Option<String>>>,
+    /// Milliseconds spent in instance + adapter + device creation (the first CPU-lane phase).
+    pub setup_ms: f64,
+}
+
+impl Gpu {
+    /// Opens the best adapter matching `sel` with exactly the features a run needs.
+    pub fn open(sel: &AdapterSelection) -> Result<Gpu> {
+        let t0 = std::time::Instant::now();
+        let (instance, adapters) = enumerate(sel)?;
+        let filter = sel.name_filter();
+        let all_names: Vec<String> = adapters
+            .iter()
+            .map(|a| {
+                let i = a.get_info();
+                format!("{} ({})", i.name, backend_name(i.backend))
+            })
+            .collect();
+        let adapter = adapters
+            .into_iter()
+            .find(|a| match &filter {
+                Some(f) => a.get_info().name.to_lowercase().contains(f),
+                None => true,
+            })
+            .ok_or_else(|| {
+                let wanted = match (&sel.backend, &filter) {
+                    (b, Some(f)) => format!(
+                        "no adapter name contains `{f}` (backend {})",
+                        b.as_deref().unwrap_or("any")
+                    ),
+                    (Some(b), None) => format!("no adapter on backend `{b}`"),
+                    (None, None) => "wgpu found no adapter at all".to_string(),
+                };
+                let seen = if all_names.is_empty() {
+                    "none found; on Linux without a GPU install a software driver \
+                     (apt-get install mesa-vulkan-drivers)"
+                        .to_string()
+                } else {
+                    all_names.join(", ")
+                };
+                Error::NoAdapter(format!("{wanted}; adapters seen: {seen}"))
+            })?;
+
+        let caps = AdapterCaps::from_adapter(&adapter);
+        let report = AdapterReport::new(&adapter);
+        // Request exactly what runs need: timestamps when the adapter has them (without them the
+        // runner reports host times only and says so). The adapter's own limits are requested so
+        // that large problems can bind large buffers.
+        let mut features = wgpu::Features::empty();
+        if caps.timestamps {
+            features |= wgpu::Features::TIMESTAMP_QUERY;
+        }
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("attn-wgpu"),
+            required_features: features,
+            required_limits: adapter.limits(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| Error::Gpu {
+            stage: format!("request_device on `{}`", report.name),
+            message: e.to_string(),
+        })?;
+
+        let uncaptured = Arc::new(Mutex::new(Vec::new()));
+        let sink = uncaptured.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut v) = sink.lock() {
+                v.push(e.to_string());
+            }
+        }));
+        let lost = Arc::new(Mutex::new(None));
+        let lost_sink = lost.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            if let Ok(mut l) = lost_sink.lock() {
+                *l = Some(format!("{reason:?}: {msg}"));
+            }
+        });
+        Ok(Gpu {
+            instance,
+            adapter,
+            device,
+            queue,
+            report,
+            caps,
+            uncaptured,
+            lost,
+            setup_ms: t0.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+
+    /// Runs `f` inside validation and out-of-memory error scopes; any error becomes `Error::Gpu`
+    /// naming `stage`.
+    pub fn scoped<T>(&self, stage: &str, f: impl FnOnce() -> T) -> Result<T> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let val = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let out = f();
+        let v = pollster::block_on(val.pop());
+        let o = pollster::block_on(oom.pop());
+        if let Some(e) = v.or(o) {
+            return Err(Error::Gpu {
+                stage: stage.to_string(),
+                message: e.to_string(),
+            });
+        }
+        self.check(stage)?;
+        Ok(out)
+    }
+
+    /// Fails if the device was lost or an uncaptured error was recorded since the last check.
+    pub fn check(&self, stage: &str) -> Result<()> {
+        if let Some(l) = self.lost.lock().ok().and_then(|l| l.clone()) {
+            return Err(Error::DeviceLost(format!("{l} (during {stage})")));
+        }
+        if let Ok(mut v) = self.uncaptured.lock() {
+            if !v.is_empty() {
+                let msg = v.join("; ");
+                v.clear();
+                return Err(Error::Gpu {
+                    stage: stage.to_string(),
+                    message: msg,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Blocks until all submitted work is done.
+    pub fn wait(&self, stage: &str) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu {
+                stage: stage.to_string(),
+                message: e.to_string(),
+            })?;
+        self.check(stage)
+    }
+}

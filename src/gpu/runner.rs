@@ -1,0 +1,427 @@
+//! The one engine: executes any [`Plan`] — buffers, pipelines (cached by shader, entry point and
+//! override constants), bind groups, one compute pass per dispatch with begin/end timestamps — and
+//! reads the output back.
+//!
+//! Timestamps go through `wgpu-profiler` (query pools, resolve, map-back); each dispatch is its own
+//! pass with `ComputePassTimestampWrites`, the only form that works on every backend.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use serde::Serialize;
+use wgpu::util::DeviceExt;
+use wgpu_profiler::{GpuProfiler, GpuProfilerSettings};
+
+use super::Gpu;
+use crate::plan::{Plan, Role};
+use crate::problem::Inputs;
+use crate::{Error, Result};
+
+/// How many forwards to run after the cold call.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Schedule {
+    pub warmup: u32,
+    pub reps: u32,
+}
+
+/// What one forward call cost.
+#[derive(Debug, Clone, Serialize)]
+pub struct ForwardSample {
+    /// GPU time of each dispatch (end - begin timestamp), µs; None without timestamps.
+    pub dispatch_gpu_us: Vec<Option<f64>>,
+    /// GPU begin/end of each dispatch in µs since the forward's first timestamp.
+    pub dispatch_offsets_us: Vec<Option<(f64, f64)>>,
+    /// First begin to last end on the GPU, µs: dispatches plus the gaps between them.
+    pub gpu_span_us: Option<f64>,
+    /// Host: recording all passes + submit, µs.
+    pub host_encode_submit_us: f64,
+    /// Host: from submit until the GPU signalled completion, µs.
+    pub host_wait_us: f64,
+    /// Host start of this forward, µs since the runner's epoch (for traces).
+    pub host_start_us: f64,
+}
+
+impl ForwardSample {
+    /// Sum of the dispatch times (None if any is missing).
+    pub fn gpu_sum_us(&self) -> Option<f64> {
+        self.dispatch_gpu_us.iter().copied().sum()
+    }
+}
+
+/// The first call, timed apart: resource creation, shader compilation, pipeline creation.
+#[derive(Debug, Clone, Serialize)]
+pub struct ColdCall {
+    pub buffers_ms: f64,
+    pub upload_ms: f64,
+    pub pipelines_ms: f64,
+    pub bind_groups_ms: f64,
+    /// The first forward itself (host wall clock, submit to completion).
+    pub first_forward_ms: f64,
+    /// Everything from the first buffer to the first result.
+    pub total_ms: f64,
+    pub first: ForwardSample,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Measurement {
+    pub cold: ColdCall,
+    pub warmup: Vec<ForwardSample>,
+    pub reps: Vec<ForwardSample>,
+    #[serde(skip)]
+    pub output: Vec<f32>,
+    pub timestamps: bool,
+    pub warnings: Vec<String>,
+}
+
+type PipelineKey = (&'static str, &'static str, Vec<(String, u64)>);
+
+pub struct Runner<'g> {
+    gpu: &'g Gpu,
+    modules: HashMap<&'static str, wgpu::ShaderModule>,
+    pipelines: HashMap<PipelineKey, wgpu::ComputePipeline>,
+    profiler: GpuProfiler,
+    epoch: Instant,
+}
+
+/// A plan made ready to run: its GPU resources, created once and reused by every forward.
+struct Prepared {
+    buffers: HashMap<String, wgpu::Buffer>,
+    pipelines: Vec<wgpu::ComputePipeline>,
+    bind_groups: Vec<wgpu::BindGroup>,
+}
+
+impl<'g> Runner<'g> {
+    pub fn new(gpu: &'g Gpu) -> Result<Self> {
+        let profiler = GpuProfiler::new(
+            &gpu.device,
+            GpuProfilerSettings {
+                enable_timer_queries: gpu.caps.timestamps,
+                enable_debug_groups: false,
+                max_num_pending_frames: 2,
+            },
+        )
+        .map_err(|e| Error::Gpu {
+            stage: "creating the timestamp profiler".into(),
+            message: e.to_string(),
+        })?;
+        Ok(Runner {
+            gpu,
+            modules: HashMap::new(),
+            pipelines: HashMap::new(),
+            profiler,
+            epoch: Instant::now(),
+        })
+    }
+
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    fn pipeline(&mut self, d: &crate::plan::Dispatch) -> Result<wgpu::ComputePipeline> {
+        let key: PipelineKey = (
+            d.shader.file,
+            d.entry,
+            d.overrides
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_bits()))
+                .collect(),
+        );
+        if let Some(p) = self.pipelines.get(&key) {
+            return Ok(p.clone());
+        }
+        let gpu = self.gpu;
+        if !self.modules.contains_key(d.shader.file) {
+            let module = gpu.scoped(&format!("compiling shaders/{}", d.shader.file), || {
+                gpu.device
+                    .create_shader_module(wgpu::ShaderModuleDescriptor {
+                        label: Some(d.shader.file),
+                        source: wgpu::ShaderSource::Wgsl(d.shader.source.into()),
+                    })
+            })?;
+            self.modules.insert(d.shader.file, module);
+        }
+        let module = &self.modules[d.shader.file];
+        let constants: Vec<(&str, f64)> =
+            d.overrides.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let pipeline = gpu.scoped(
+            &format!(
+                "creating the pipeline {}:{} {:?}",
+                d.shader.file, d.entry, d.overrides
+            ),
+            || {
+                gpu.device
+                    .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                        label: Some(&d.name),
+                        layout: None,
+                        module,
+                        entry_point: Some(d.entry),
+                        compilation_options: wgpu::PipelineCompilationOptions {
+                            constants: &constants,
+                            // Every kernel writes its workgroup arrays before reading them.
+                            zero_initialize_workgroup_memory: false,
+                        },
+                        cache: None,
+                    })
+            },
+        )?;
+        self.pipelines.insert(key, pipeline.clone());
+        Ok(pipeline)
+    }
+
+    /// Runs `plan`: the cold call, `schedule.warmup` untimed-for-stats calls, `schedule.reps`
+    /// recorded calls; returns every sample and the output of the last call.
+    pub fn execute(
+        &mut self,
+        plan: &Plan,
+        inputs: &Inputs,
+        schedule: Schedule,
+    ) -> Result<Measurement> {
+        let gpu = self.gpu;
+        let mut warnings = Vec::new();
+        if !gpu.caps.timestamps {
+            warnings.push(format!(
+                "adapter `{}` has no TIMESTAMP_QUERY: GPU times are missing, host times only",
+                gpu.report.name
+            ));
+        }
+        let t_start = Instant::now();
+
+        // 1. Buffers.
+        let buffers = gpu.scoped("allocating the plan's buffers", || {
+            plan.buffers
+                .iter()
+                .map(|b| {
+                    let buf = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some(&b.name),
+                        size: b.bytes.max(4).next_multiple_of(4),
+                        usage: wgpu::BufferUsages::STORAGE
+                            | wgpu::BufferUsages::COPY_DST
+                            | wgpu::BufferUsages::COPY_SRC,
+                        mapped_at_creation: false,
+                    });
+                    (b.name.clone(), buf)
+                })
+                .collect::<HashMap<_, _>>()
+        })?;
+        let t_buffers = Instant::now();
+
+        // 2. Uploads: inputs by name; the output poisoned with NaN so unwritten elements show up.
+        gpu.scoped("uploading inputs", || {
+            for b in &plan.buffers {
+                let data: Option<&[f32]> = match (b.role, b.name.as_str()) {
+                    (Role::Input, "Q") => Some(&inputs.q),
+                    (Role::Input, "K") => Some(&inputs.k),
+                    (Role::Input, "V") => Some(&inputs.v),
+                    _ => None,
+                };
+                if let Some(data) = data {
+                    gpu.queue
+                        .write_buffer(&buffers[&b.name], 0, bytemuck::cast_slice(data));
+                }
+            }
+            let poison = vec![0xFFu8; plan.buffer(&plan.output).map_or(0, |b| b.bytes) as usize];
+            gpu.queue.write_buffer(&buffers[&plan.output], 0, &poison);
+        })?;
+        gpu.wait("uploading inputs")?;
+        let t_upload = Instant::now();
+
+        // 3. Pipelines (shader compilation happens here: part of the cold call only).
+        let mut pipelines = Vec::with_capacity(plan.dispatches.len());
+        for d in &plan.dispatches {
+            pipelines.push(self.pipeline(d)?);
+        }
+        let t_pipelines = Instant::now();
+
+        // 4. Bind groups: binding 0 is the dispatch's Params, then the plan's bindings in order.
+        let bind_groups = gpu.scoped("creating bind groups", || {
+            plan.dispatches
+                .iter()
+                .zip(&pipelines)
+                .map(|(d, p)| {
+                    let params = gpu
+                        .device
+                        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                            label: Some("params"),
+                            contents: bytemuck::bytes_of(&d.params),
+                            usage: wgpu::BufferUsages::UNIFORM,
+                        });
+                    let mut entries = vec![wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: params.as_entire_binding(),
+                    }];
+                    for (i, b) in d.bindings.iter().enumerate() {
+                        entries.push(wgpu::BindGroupEntry {
+                            binding: i as u32 + 1,
+                            resource: buffers[&b.buffer].as_entire_binding(),
+                        });
+                    }
+                    gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: Some(&d.name),
+                        layout: &p.get_bind_group_layout(0),
+                        entries: &entries,
+                    })
+                })
+                .collect::<Vec<_>>()
+        })?;
+        let t_bind = Instant::now();
+        let prepared = Prepared {
+            buffers,
+            pipelines,
+            bind_groups,
+        };
+
+        // 5. The cold call, then warm-up, then the recorded repetitions.
+        let first = self.forward(plan, &prepared)?;
+        let t_first = Instant::now();
+        let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+        let cold = ColdCall {
+            buffers_ms: ms(t_start, t_buffers),
+            upload_ms: ms(t_buffers, t_upload),
+            pipelines_ms: ms(t_upload, t_pipelines),
+            bind_groups_ms: ms(t_pipelines, t_bind),
+            first_forward_ms: ms(t_bind, t_first),
+            total_ms: ms(t_start, t_first),
+            first,
+        };
+        let mut warmup = Vec::with_capacity(schedule.warmup as usize);
+        for _ in 0..schedule.warmup {
+            warmup.push(self.forward(plan, &prepared)?);
+        }
+        let mut reps = Vec::with_capacity(schedule.reps as usize);
+        for _ in 0..schedule.reps {
+            reps.push(self.forward(plan, &prepared)?);
+        }
+        if reps.iter().any(|r| r.gpu_span_us.is_none()) && gpu.caps.timestamps {
+            warnings.push("some forwards returned no timestamps".into());
+        }
+        let output = self.read_back(&prepared.buffers[&plan.output])?;
+        Ok(Measurement {
+            cold,
+            warmup,
+            reps,
+            output,
+            timestamps: gpu.caps.timestamps,
+            warnings,
+        })
+    }
+
+    /// One forward: one compute pass per dispatch, each with begin/end timestamps; submit; wait.
+    fn forward(&mut self, plan: &Plan, prep: &Prepared) -> Result<ForwardSample> {
+        let gpu = self.gpu;
+        let t0 = Instant::now();
+        let mut encoder = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("forward"),
+            });
+        for (i, d) in plan.dispatches.iter().enumerate() {
+            let query = self.profiler.begin_pass_query(i.to_string(), &mut encoder);
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(&d.name),
+                    timestamp_writes: query.compute_pass_timestamp_writes(),
+                });
+                pass.set_pipeline(&prep.pipelines[i]);
+                pass.set_bind_group(0, &prep.bind_groups[i], &[]);
+                let [x, y, z] = d.workgroups;
+                pass.dispatch_workgroups(x, y, z);
+            }
+            self.profiler.end_query(&mut encoder, query);
+        }
+        self.profiler.resolve_queries(&mut encoder);
+        gpu.queue.submit([encoder.finish()]);
+        let t1 = Instant::now();
+        self.profiler.end_frame().map_err(|e| Error::Gpu {
+            stage: "closing the profiler frame".into(),
+            message: e.to_string(),
+        })?;
+        gpu.wait("running a forward")?;
+        let t2 = Instant::now();
+
+        let n = plan.dispatches.len();
+        let mut ranges: Vec<Option<(f64, f64)>> = vec![None; n];
+        if let Some(results) = self
+            .profiler
+            .process_finished_frame(gpu.queue.get_timestamp_period())
+        {
+            for r in results {
+                if let (Ok(i), Some(t)) = (r.label.parse::<usize>(), r.time) {
+                    if i < n {
+                        ranges[i] = Some((t.start, t.end));
+                    }
+                }
+            }
+        }
+        let begin = ranges
+            .iter()
+            .flatten()
+            .map(|r| r.0)
+            .fold(f64::INFINITY, f64::min);
+        let end = ranges
+            .iter()
+            .flatten()
+            .map(|r| r.1)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let complete = ranges.iter().all(|r| r.is_some());
+        Ok(ForwardSample {
+            dispatch_gpu_us: ranges
+                .iter()
+                .map(|r| r.map(|(a, b)| (b - a) * 1e6))
+                .collect(),
+            dispatch_offsets_us: ranges
+                .iter()
+                .map(|r| r.map(|(a, b)| ((a - begin) * 1e6, (b - begin) * 1e6)))
+                .collect(),
+            gpu_span_us: complete.then_some((end - begin) * 1e6),
+            host_encode_submit_us: (t1 - t0).as_secs_f64() * 1e6,
+            host_wait_us: (t2 - t1).as_secs_f64() * 1e6,
+            host_start_us: (t0 - self.epoch).as_secs_f64() * 1e6,
+        })
+    }
+
+    fn read_back(&self, src: &wgpu::Buffer) -> Result<Vec<f32>> {
+        let gpu = self.gpu;
+        let size = src.size();
+        let staging = gpu.scoped("reading the output back", || {
+            let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("readback"),
+                size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut enc = gpu.device.create_command_encoder(&Default::default());
+            enc.copy_buffer_to_buffer(src, 0, &staging, 0, size);
+            gpu.queue.submit([enc.finish()]);
+            staging
+        })?;
+        let slice = staging.slice(..);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        gpu.wait("mapping the output")?;
+        match rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                return Err(Error::Gpu {
+                    stage: "mapping the output".into(),
+                    message: e.to_string(),
+                })
+            }
+            Err(_) => {
+                return Err(Error::Gpu {
+                    stage: "mapping the output".into(),
+                    message: "the map callback never ran".into(),
+                })
+            }
+        }
+        let data = slice.get_mapped_range().map_err(|e| Error::Gpu {
+            stage: "mapping the output".into(),
+            message: e.to_string(),
+        })?;
+        let out: Vec<f32> = bytemuck::cast_slice(&data).to_vec();
+        drop(data);
+        staging.unmap();
+        Ok(out)
+    }
+}

@@ -1,0 +1,17 @@
+//! attn-wgpu: attention in WGSL compute shaders on any wgpu adapter.
+//!
+//! The whole tool turns on one idea (see `plan`): a *variant* declares the dispatches it needs as a
+//! [`plan::Plan`]; one runner ([`gpu::runner`]) executes any plan with a GPU timestamp around every
+//! dispatch; the reports read the plan and the measurements side by side.
+
+pub mod error;
+pub mod gpu;
+pub mod plan;
+pub mod problem;
+pub mod reference;
+pub mod report;
+pub mod run;
+pub mod validate;
+pub mod variants;
+
+pub use error::{Error, Result};

@@ -1,0 +1,201 @@
+//! A plan: the buffers and dispatches a variant declares for one problem on one adapter.
+//!
+//! Nothing here touches the GPU. The runner executes any plan; the traffic model, the report and the
+//! JSON results all read the same structure, so "predicted" and "observed" can be printed side by side.
+
+use serde::Serialize;
+
+/// What a buffer is for. `Input` buffers are uploaded from [`crate::problem::Inputs`] by name
+/// (`Q`, `K`, `V`); the `Output` buffer is read back and validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Role {
+    Input,
+    Intermediate,
+    Output,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BufferDecl {
+    pub name: String,
+    pub bytes: u64,
+    pub role: Role,
+    /// True for a materialized N x N score / probability matrix: the thing fusion removes.
+    pub n_by_n: bool,
+}
+
+/// A WGSL kernel embedded in the binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Shader {
+    /// File name under `shaders/`, e.g. `qk.wgsl`.
+    pub file: &'static str,
+    pub source: &'static str,
+}
+
+impl Serialize for Shader {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.file)
+    }
+}
+
+/// The uniform block every kernel reads at `@group(0) @binding(0)` (see `shaders/*.wgsl`, struct
+/// `Params`). Per-dispatch, so one kernel can be dispatched over a slice of the heads.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable, Serialize)]
+pub struct Params {
+    /// Number of heads this dispatch covers (B*H, or a chunk of it).
+    pub heads: u32,
+    pub seq: u32,
+    pub head_dim: u32,
+    /// 1 when causal.
+    pub causal: u32,
+    pub scale: f32,
+    /// Bit pattern of -inf, handed in at run time (WGSL has no infinite literal).
+    pub neg_inf_bits: u32,
+    pub _pad: [u32; 2],
+}
+
+impl Params {
+    pub fn new(heads: u32, seq: u32, head_dim: u32, causal: bool, scale: f32) -> Self {
+        Params {
+            heads,
+            seq,
+            head_dim,
+            causal: causal as u32,
+            scale,
+            neg_inf_bits: f32::NEG_INFINITY.to_bits(),
+            _pad: [0; 2],
+        }
+    }
+}
+
+/// How a kernel accesses one of its storage buffers; bindings are numbered from 1 in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BindingDecl {
+    pub buffer: String,
+    pub access: Access,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Dispatch {
+    /// Dispatch name as it appears in the trace (`qk`, `scale`, `mask`, ...).
+    pub name: String,
+    pub shader: Shader,
+    pub entry: &'static str,
+    /// WGSL `override` constants, sorted by name.
+    pub overrides: Vec<(String, f64)>,
+    pub params: Params,
+    /// Storage bindings `@binding(1..)`, in order; `@binding(0)` is always `params`.
+    pub bindings: Vec<BindingDecl>,
+    pub workgroups: [u32; 3],
+    /// Estimated bytes this dispatch reads from / writes to device memory (README: traffic model).
+    pub reads_bytes: u64,
+    pub writes_bytes: u64,
+    /// Floating-point operations counted as in the README (a multiply-add is 2).
+    pub flops: u64,
+    /// What the dispatch does, in words (e.g. what `mask` does with no mask).
+    pub note: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub variant: String,
+    pub buffers: Vec<BufferDecl>,
+    pub dispatches: Vec<Dispatch>,
+    /// Name of the buffer read back as O.
+    pub output: String,
+    /// Tile configuration (variant-specific, e.g. `BR`, `BC`), as written to result files.
+    pub config: Vec<(String, f64)>,
+    pub notes: Vec<String>,
+}
+
+impl Plan {
+    pub fn buffer(&self, name: &str) -> Option<&BufferDecl> {
+        self.buffers.iter().find(|b| b.name == name)
+    }
+    pub fn n_by_n_buffers(&self) -> usize {
+        self.buffers.iter().filter(|b| b.n_by_n).count()
+    }
+    pub fn bytes_by_role(&self, role: Role) -> u64 {
+        self.buffers
+            .iter()
+            .filter(|b| b.role == role)
+            .map(|b| b.bytes)
+            .sum()
+    }
+    pub fn total_bytes(&self) -> u64 {
+        self.buffers.iter().map(|b| b.bytes).sum()
+    }
+    pub fn reads_bytes(&self) -> u64 {
+        self.dispatches.iter().map(|d| d.reads_bytes).sum()
+    }
+    pub fn writes_bytes(&self) -> u64 {
+        self.dispatches.iter().map(|d| d.writes_bytes).sum()
+    }
+    pub fn flops(&self) -> u64 {
+        self.dispatches.iter().map(|d| d.flops).sum()
+    }
+
+    /// Internal consistency: every binding names a declared buffer, workgroup counts are non-zero.
+    /// A plan builder bug shows up here as a message, not as a wgpu validation error later.
+    pub fn check(&self) -> Result<(), String> {
+        if self.buffer(&self.output).is_none() {
+            return Err(format!("output buffer `{}` is not declared", self.output));
+        }
+        for d in &self.dispatches {
+            for b in &d.bindings {
+                if self.buffer(&b.buffer).is_none() {
+                    return Err(format!(
+                        "dispatch `{}` binds undeclared buffer `{}`",
+                        d.name, b.buffer
+                    ));
+                }
+            }
+            if d.workgroups.contains(&0) {
+                return Err(format!(
+                    "dispatch `{}` has zero workgroups {:?}",
+                    d.name, d.workgroups
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Splits `groups` workgroups over x and y so neither exceeds `max_per_dim` (a 1-D index is then
+/// rebuilt in WGSL as `wg.x + wg.y * num_workgroups.x`).
+pub fn grid_2d(groups: u64, max_per_dim: u32) -> [u32; 3] {
+    let max = max_per_dim.max(1) as u64;
+    let groups = groups.max(1);
+    if groups <= max {
+        [groups as u32, 1, 1]
+    } else {
+        let y = groups.div_ceil(max);
+        let x = groups.div_ceil(y);
+        [x as u32, y as u32, 1]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_2d_covers_and_respects_limit() {
+        assert_eq!(grid_2d(10, 65535), [10, 1, 1]);
+        let g = grid_2d(131072, 65535);
+        assert!(g[0] <= 65535 && g[1] <= 65535);
+        assert!(g[0] as u64 * g[1] as u64 >= 131072);
+        assert_eq!(grid_2d(0, 65535), [1, 1, 1]);
+    }
+
+    #[test]
+    fn params_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Params>(), 32);
+    }
+}

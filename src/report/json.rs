@@ -1,0 +1,71 @@
+//! The results file: one JSON document per invocation, written atomically (temp file + rename in
+//! the target's folder), so an interrupted run never leaves a half-written file behind.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::gpu::context::AdapterReport;
+use crate::gpu::runner::Schedule;
+use crate::problem::Problem;
+use crate::run::VariantRun;
+use crate::{Error, Result};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Versions {
+    pub attn_wgpu: &'static str,
+    pub git_commit: Option<&'static str>,
+    pub wgpu: &'static str,
+}
+
+pub fn versions() -> Versions {
+    Versions {
+        attn_wgpu: env!("CARGO_PKG_VERSION"),
+        git_commit: option_env!("ATTN_WGPU_GIT_COMMIT").filter(|s| !s.is_empty()),
+        wgpu: WGPU_VERSION,
+    }
+}
+
+/// The wgpu release this binary was built against (kept in step with Cargo.lock by a test).
+pub const WGPU_VERSION: &str = "30.0.2";
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultsFile<'a> {
+    pub schema_version: u32,
+    pub tool: &'static str,
+    pub command: String,
+    pub seed: u64,
+    pub versions: Versions,
+    pub adapter: &'a AdapterReport,
+    pub backend: &'a str,
+    pub problem: &'a Problem,
+    pub dtype: &'static str,
+    pub causal: bool,
+    pub timing: Schedule,
+    pub device_setup_ms: f64,
+    pub runs: &'a [VariantRun],
+    pub warnings: Vec<String>,
+}
+
+/// Writes `value` as pretty JSON to `path` atomically.
+pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let io = |source: std::io::Error| Error::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+    tmp.write_all(text.as_bytes()).map_err(io)?;
+    tmp.write_all(b"\n").map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}

@@ -1,0 +1,235 @@
+//! The terminal report, modelled on torch.profiler's `key_averages().table()`: one row per dispatch
+//! name, then totals, host time, the cold call, memory and the validation verdict.
+
+use std::fmt::Write;
+
+use crate::gpu::context::AdapterReport;
+use crate::problem::Problem;
+use crate::run::VariantRun;
+
+pub fn bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2} GiB", b / (1024.0 * 1024.0 * 1024.0))
+    } else if b >= 1024.0 * 1024.0 {
+        format!("{:.2} MiB", b / (1024.0 * 1024.0))
+    } else if b >= 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map_or("-".into(), |x| format!("{x:.prec$}"))
+}
+
+pub fn header(adapter: &AdapterReport, p: &Problem, warmup: u32, reps: u32) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Adapter  : {} [{} / {}] driver: {} {}",
+        adapter.name, adapter.backend, adapter.device_type, adapter.driver, adapter.driver_info
+    );
+    let _ = writeln!(
+        s,
+        "Problem  : {}  scale={}  seed={}",
+        p.shape_string(),
+        p.scale,
+        p.seed
+    );
+    let _ = writeln!(
+        s,
+        "Schedule : 1 cold call (timed apart), {warmup} warm-up, {reps} recorded forwards; GPU times from timestamps{}",
+        if adapter.caps.timestamps { "" } else { " (UNAVAILABLE on this adapter)" }
+    );
+    s
+}
+
+pub fn variant(r: &VariantRun) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s);
+    if r.status != "ok" {
+        let _ = writeln!(
+            s,
+            "== {}: {} — {}",
+            r.variant,
+            r.status.to_uppercase(),
+            r.reason.as_deref().unwrap_or("")
+        );
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "== {}  (plan: {} dispatches per forward; observed: {} timed)",
+        r.variant, r.predicted_dispatches, r.observed_dispatches
+    );
+    if !r.config.is_empty() {
+        let cfg: Vec<String> = r.config.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(s, "   config: {}", cfg.join(" "));
+    }
+    let fwd_med = r
+        .forward
+        .as_ref()
+        .and_then(|f| f.gpu_sum_us)
+        .map(|x| x.median);
+    let _ = writeln!(
+        s,
+        "{:<12} {:>6} {:>12} {:>10} {:>10} {:>7} {:>12} {:>10} {:>10}",
+        "Dispatch", "Calls", "GPU med µs", "p10", "p90", "% fwd", "Read+Write", "GB/s", "GFLOP/s"
+    );
+    for d in &r.dispatches {
+        let med = d.gpu_us.map(|x| x.median);
+        let pct = med.zip(fwd_med).map(|(a, b)| 100.0 * a / b);
+        let _ = writeln!(
+            s,
+            "{:<12} {:>6} {:>12} {:>10} {:>10} {:>7} {:>12} {:>10} {:>10}",
+            d.name,
+            d.calls,
+            opt(med, 1),
+            opt(d.gpu_us.map(|x| x.p10), 1),
+            opt(d.gpu_us.map(|x| x.p90), 1),
+            opt(pct, 1),
+            bytes(d.reads_bytes + d.writes_bytes),
+            opt(d.achieved_gbps, 1),
+            opt(d.achieved_gflops, 1),
+        );
+    }
+    if let Some(f) = &r.forward {
+        if let Some(span) = f.gpu_span_us {
+            let gaps = f.gpu_sum_us.map(|s| span.median - s.median);
+            let _ = writeln!(
+                s,
+                "Forward GPU : median {:.1} µs  p10 {:.1}  p90 {:.1}  min {:.1}  max {:.1}  (first begin to last end; gaps between dispatches {} µs)",
+                span.median, span.p10, span.p90, span.min, span.max, opt(gaps, 1)
+            );
+        }
+        if let (Some(e), Some(w)) = (f.host_encode_submit_us, f.host_wait_us) {
+            let _ = writeln!(
+                s,
+                "Forward host: encode+submit median {:.1} µs, wait median {:.1} µs (CPU lane)",
+                e.median, w.median
+            );
+        }
+    }
+    if let Some(t) = &r.traffic {
+        let _ = writeln!(
+            s,
+            "Traffic     : {} read + {} written (estimated), {:.3} GFLOP; achieved {} GB/s, {} GFLOP/s over the forward",
+            bytes(t.reads_bytes),
+            bytes(t.writes_bytes),
+            t.flops as f64 / 1e9,
+            opt(t.achieved_gbps, 1),
+            opt(t.achieved_gflops, 1)
+        );
+    }
+    if let Some(m) = &r.measurement {
+        let c = &m.cold;
+        let _ = writeln!(
+            s,
+            "Cold call   : {:.1} ms (buffers {:.1}, upload {:.1}, shader compile + pipelines {:.1}, bind groups {:.1}, first forward {:.1})",
+            c.total_ms, c.buffers_ms, c.upload_ms, c.pipelines_ms, c.bind_groups_ms, c.first_forward_ms
+        );
+    }
+    if let Some(mem) = &r.memory {
+        let nn: Vec<String> = mem
+            .n_by_n_buffers
+            .iter()
+            .map(|(n, b)| format!("{n} {}", bytes(*b)))
+            .collect();
+        let _ = writeln!(
+            s,
+            "Memory      : inputs {}, intermediates {}, output {}, total {}; N x N buffers: {}",
+            bytes(mem.input_bytes),
+            bytes(mem.intermediate_bytes),
+            bytes(mem.output_bytes),
+            bytes(mem.total_bytes),
+            if nn.is_empty() {
+                "none".into()
+            } else {
+                nn.join(", ")
+            }
+        );
+    }
+    for n in &r.notes {
+        let _ = writeln!(s, "Note        : {n}");
+    }
+    if let Some(v) = &r.validation {
+        let worst = v.worst.as_ref().map_or(String::new(), |w| {
+            format!(
+                "; worst at (b={}, h={}, i={}, d={}): gpu {:.6e} vs ref {:.6e}",
+                w.b, w.h, w.i, w.d, w.gpu, w.reference
+            )
+        });
+        let _ = writeln!(
+            s,
+            "Validation  : {}  max abs err {:.3e}, max rel err {:.3e} (floor {}), {} NaN, {} Inf{}; {} of {} rows checked against f64 (atol {:e}, rtol {:e})",
+            v.verdict, v.max_abs_err, v.max_rel_err, v.rel_err_floor, v.nan_count, v.inf_count, worst,
+            v.rows_checked, v.rows_total, v.atol, v.rtol
+        );
+    }
+    if let Some(m) = &r.measurement {
+        for w in &m.warnings {
+            let _ = writeln!(s, "Warning     : {w}");
+        }
+    }
+    s
+}
+
+/// One line per variant, when several ran.
+pub fn summary(runs: &[VariantRun]) -> String {
+    let mut s = String::new();
+    let best = runs
+        .iter()
+        .filter_map(|r| r.forward.as_ref()?.gpu_span_us.map(|x| x.median))
+        .fold(f64::INFINITY, f64::min);
+    let _ = writeln!(s, "\n== summary");
+    let _ = writeln!(
+        s,
+        "{:<16} {:>10} {:>8} {:>12} {:>9} {:>12} {:>12} {:>8}",
+        "variant",
+        "dispatches",
+        "N x N",
+        "GPU med µs",
+        "vs best",
+        "bytes moved",
+        "memory",
+        "verdict"
+    );
+    for r in runs {
+        if r.status != "ok" {
+            let _ = writeln!(
+                s,
+                "{:<16} {} — {}",
+                r.variant,
+                r.status,
+                r.reason.as_deref().unwrap_or("")
+            );
+            continue;
+        }
+        let med = r
+            .forward
+            .as_ref()
+            .and_then(|f| f.gpu_span_us)
+            .map(|x| x.median);
+        let _ = writeln!(
+            s,
+            "{:<16} {:>10} {:>8} {:>12} {:>9} {:>12} {:>12} {:>8}",
+            r.variant,
+            r.predicted_dispatches,
+            r.memory.as_ref().map_or(0, |m| m.n_by_n_buffers.len()),
+            opt(med, 1),
+            med.map_or("-".into(), |m| format!("{:.2}x", m / best)),
+            r.traffic
+                .as_ref()
+                .map_or("-".into(), |t| bytes(t.reads_bytes + t.writes_bytes)),
+            r.memory
+                .as_ref()
+                .map_or("-".into(), |m| bytes(m.total_bytes)),
+            r.validation
+                .as_ref()
+                .map_or("-".into(), |v| v.verdict.to_string()),
+        );
+    }
+    s
+}

@@ -1,0 +1,254 @@
+//! One run of one variant: plan, execute, measure, validate. The CLI and the tests both go through
+//! here, so what the tests check is what users run.
+
+use serde::Serialize;
+
+use crate::gpu::runner::{Measurement, Runner, Schedule};
+use crate::gpu::Gpu;
+use crate::plan::{Plan, Role};
+use crate::problem::{Inputs, Problem};
+use crate::report::stats::Stats;
+use crate::validate::{rows_to_check, validate, Validation};
+use crate::{variants, Error, Result};
+
+/// Per-dispatch measured figures, aggregated by dispatch name as torch.profiler's key_averages is.
+#[derive(Debug, Clone, Serialize)]
+pub struct DispatchRow {
+    pub name: String,
+    pub shader: String,
+    pub entry: String,
+    /// Calls over the recorded forwards.
+    pub calls: u64,
+    pub workgroups: Vec<[u32; 3]>,
+    pub overrides: Vec<(String, f64)>,
+    pub reads_bytes: u64,
+    pub writes_bytes: u64,
+    pub flops: u64,
+    pub note: String,
+    /// GPU µs per forward spent in dispatches of this name.
+    pub gpu_us: Option<Stats>,
+    pub achieved_gbps: Option<f64>,
+    pub achieved_gflops: Option<f64>,
+    /// Raw per-rep GPU µs of this row.
+    pub samples_us: Vec<Option<f64>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ForwardStats {
+    pub gpu_span_us: Option<Stats>,
+    pub gpu_sum_us: Option<Stats>,
+    pub host_encode_submit_us: Option<Stats>,
+    pub host_wait_us: Option<Stats>,
+    pub host_total_us: Option<Stats>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Memory {
+    pub input_bytes: u64,
+    pub intermediate_bytes: u64,
+    pub output_bytes: u64,
+    pub total_bytes: u64,
+    pub n_by_n_buffers: Vec<(String, u64)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Traffic {
+    pub reads_bytes: u64,
+    pub writes_bytes: u64,
+    pub flops: u64,
+    pub achieved_gbps: Option<f64>,
+    pub achieved_gflops: Option<f64>,
+}
+
+/// Everything one variant produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantRun {
+    pub variant: String,
+    pub status: &'static str,
+    pub reason: Option<String>,
+    pub dispatches: Vec<DispatchRow>,
+    pub predicted_dispatches: usize,
+    pub observed_dispatches: usize,
+    pub config: Vec<(String, f64)>,
+    pub notes: Vec<String>,
+    pub forward: Option<ForwardStats>,
+    pub memory: Option<Memory>,
+    pub traffic: Option<Traffic>,
+    pub validation: Option<Validation>,
+    pub measurement: Option<Measurement>,
+    #[serde(skip)]
+    pub plan: Option<Plan>,
+}
+
+impl VariantRun {
+    /// A variant that could not run here, with its reason.
+    pub fn unsupported(variant: &str, reason: String) -> Self {
+        VariantRun {
+            variant: variant.into(),
+            status: "unsupported",
+            reason: Some(reason),
+            dispatches: vec![],
+            predicted_dispatches: 0,
+            observed_dispatches: 0,
+            config: vec![],
+            notes: vec![],
+            forward: None,
+            memory: None,
+            traffic: None,
+            validation: None,
+            measurement: None,
+            plan: None,
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.validation
+            .as_ref()
+            .is_some_and(|v| v.verdict == crate::validate::Verdict::Pass)
+    }
+}
+
+fn rate(amount: u64, us: Option<f64>, per: f64) -> Option<f64> {
+    us.filter(|t| *t > 0.0)
+        .map(|t| amount as f64 / (t * 1e-6) / per)
+}
+
+/// Builds the statistics the reports print from a plan and its measurement.
+pub fn summarize(
+    plan: &Plan,
+    m: &Measurement,
+) -> (Vec<DispatchRow>, ForwardStats, Memory, Traffic) {
+    let mut rows: Vec<DispatchRow> = Vec::new();
+    for (i, d) in plan.dispatches.iter().enumerate() {
+        let idx = match rows.iter().position(|r| r.name == d.name) {
+            Some(k) => k,
+            None => {
+                rows.push(DispatchRow {
+                    name: d.name.clone(),
+                    shader: d.shader.file.into(),
+                    entry: d.entry.into(),
+                    calls: 0,
+                    workgroups: vec![],
+                    overrides: d.overrides.clone(),
+                    reads_bytes: 0,
+                    writes_bytes: 0,
+                    flops: 0,
+                    note: d.note.clone(),
+                    gpu_us: None,
+                    achieved_gbps: None,
+                    achieved_gflops: None,
+                    samples_us: vec![None; m.reps.len()],
+                });
+                rows.len() - 1
+            }
+        };
+        let r = &mut rows[idx];
+        r.calls += m.reps.len() as u64;
+        r.workgroups.push(d.workgroups);
+        r.reads_bytes += d.reads_bytes;
+        r.writes_bytes += d.writes_bytes;
+        r.flops += d.flops;
+        for (k, rep) in m.reps.iter().enumerate() {
+            let t = rep.dispatch_gpu_us[i];
+            r.samples_us[k] = if r.calls == m.reps.len() as u64 {
+                t
+            } else {
+                r.samples_us[k].zip(t).map(|(a, b)| a + b)
+            };
+        }
+    }
+    for r in rows.iter_mut() {
+        r.gpu_us = Stats::of_all(r.samples_us.iter().copied());
+        let med = r.gpu_us.map(|s| s.median);
+        r.achieved_gbps = rate(r.reads_bytes + r.writes_bytes, med, 1e9);
+        r.achieved_gflops = if r.flops > 0 {
+            rate(r.flops, med, 1e9)
+        } else {
+            None
+        };
+    }
+    let fwd = ForwardStats {
+        gpu_span_us: Stats::of_all(m.reps.iter().map(|r| r.gpu_span_us)),
+        gpu_sum_us: Stats::of_all(m.reps.iter().map(|r| r.gpu_sum_us())),
+        host_encode_submit_us: Stats::of(
+            &m.reps
+                .iter()
+                .map(|r| r.host_encode_submit_us)
+                .collect::<Vec<_>>(),
+        ),
+        host_wait_us: Stats::of(&m.reps.iter().map(|r| r.host_wait_us).collect::<Vec<_>>()),
+        host_total_us: Stats::of(
+            &m.reps
+                .iter()
+                .map(|r| r.host_encode_submit_us + r.host_wait_us)
+                .collect::<Vec<_>>(),
+        ),
+    };
+    let mem = memory(plan);
+    let med = fwd.gpu_span_us.map(|s| s.median);
+    let traffic = Traffic {
+        reads_bytes: plan.reads_bytes(),
+        writes_bytes: plan.writes_bytes(),
+        flops: plan.flops(),
+        achieved_gbps: rate(plan.reads_bytes() + plan.writes_bytes(), med, 1e9),
+        achieved_gflops: rate(plan.flops(), med, 1e9),
+    };
+    (rows, fwd, mem, traffic)
+}
+
+pub fn memory(plan: &Plan) -> Memory {
+    Memory {
+        input_bytes: plan.bytes_by_role(Role::Input),
+        intermediate_bytes: plan.bytes_by_role(Role::Intermediate),
+        output_bytes: plan.bytes_by_role(Role::Output),
+        total_bytes: plan.total_bytes(),
+        n_by_n_buffers: plan
+            .buffers
+            .iter()
+            .filter(|b| b.n_by_n)
+            .map(|b| (b.name.clone(), b.bytes))
+            .collect(),
+    }
+}
+
+/// Plans, runs and validates one variant. Incompatibility is a `VariantRun` with status
+/// "unsupported" when `skip_incompatible`, an error otherwise.
+pub fn run_variant(
+    gpu: &Gpu,
+    runner: &mut Runner,
+    p: &Problem,
+    x: &Inputs,
+    variant: &str,
+    schedule: Schedule,
+    skip_incompatible: bool,
+) -> Result<VariantRun> {
+    let plan = match variants::plan(variant, p, &gpu.caps) {
+        Ok(plan) => plan,
+        Err(Error::Incompatible { reason, .. }) if skip_incompatible => {
+            return Ok(VariantRun::unsupported(variant, reason))
+        }
+        Err(e) => return Err(e),
+    };
+    let m = runner.execute(&plan, x, schedule)?;
+    let (rows, fwd, mem, traffic) = summarize(&plan, &m);
+    let validation = validate(p, x, &m.output, &rows_to_check(p));
+    let observed = m.reps.first().map_or(0, |r| {
+        r.dispatch_gpu_us.iter().filter(|t| t.is_some()).count()
+    });
+    Ok(VariantRun {
+        variant: variant.into(),
+        status: "ok",
+        reason: None,
+        dispatches: rows,
+        predicted_dispatches: plan.dispatches.len(),
+        observed_dispatches: observed,
+        config: plan.config.clone(),
+        notes: plan.notes.clone(),
+        forward: Some(fwd),
+        memory: Some(mem),
+        traffic: Some(traffic),
+        validation: Some(validation),
+        measurement: Some(m),
+        plan: Some(plan),
+    })
+}

@@ -1,0 +1,233 @@
+//! Compares a GPU output against the f64 reference: worst element, not mean error.
+//!
+//! An element passes when `|gpu - ref| <= atol + rtol * |ref|` (and is finite). The verdict is PASS
+//! only if every checked element passes. Tolerances live in [`tolerance`] and in the README; they are
+//! never loosened to make a run pass.
+
+use rand_core::{RngCore, SeedableRng};
+use serde::Serialize;
+
+use crate::problem::{DType, Inputs, Problem};
+use crate::reference::{reference_row, RowId};
+
+/// Absolute and relative tolerance for one dtype.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Tolerance {
+    pub atol: f64,
+    pub rtol: f64,
+}
+
+/// The one place the per-dtype tolerances are written (mirrored in README.md).
+pub fn tolerance(dtype: DType) -> Tolerance {
+    match dtype {
+        // f32 storage and f32 accumulation: rounding of N-term sums and of exp().
+        DType::F32 => Tolerance {
+            atol: 2e-5,
+            rtol: 2e-4,
+        },
+    }
+}
+
+/// Floor under |ref| when reporting relative error, so near-zero outputs do not dominate.
+pub const REL_ERR_FLOOR: f64 = 1e-3;
+
+/// Budget of multiply-adds the reference may spend before validating only a sample of rows.
+pub const FULL_CHECK_MAC_BUDGET: u64 = 1 << 27;
+
+/// Which rows to check: all of them when cheap, otherwise a seeded random sample (always including
+/// the first and last row of the first and last head, where indexing bugs like to hide).
+pub fn rows_to_check(p: &Problem) -> Vec<RowId> {
+    let n = p.seq as u64;
+    let bh = p.bh();
+    let macs_per_row = 2 * n * p.head_dim as u64;
+    let total_rows = bh * n;
+    if total_rows * macs_per_row <= FULL_CHECK_MAC_BUDGET {
+        return (0..bh)
+            .flat_map(|h| (0..n).map(move |i| RowId { bh: h, i }))
+            .collect();
+    }
+    let budget_rows = (FULL_CHECK_MAC_BUDGET / macs_per_row).clamp(64, total_rows);
+    let mut rng = rand_pcg::Pcg32::seed_from_u64(p.seed ^ 0x005e_ed0f_c4ec);
+    let mut rows: Vec<RowId> = vec![
+        RowId { bh: 0, i: 0 },
+        RowId { bh: 0, i: n - 1 },
+        RowId { bh: bh - 1, i: 0 },
+        RowId {
+            bh: bh - 1,
+            i: n - 1,
+        },
+    ];
+    while (rows.len() as u64) < budget_rows {
+        let r = rng.next_u64() % total_rows;
+        rows.push(RowId {
+            bh: r / n,
+            i: r % n,
+        });
+    }
+    rows.sort();
+    rows.dedup();
+    rows
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Worst {
+    pub b: u64,
+    pub h: u64,
+    pub i: u64,
+    pub d: u64,
+    pub gpu: f64,
+    #[serde(rename = "ref")]
+    pub reference: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Validation {
+    pub verdict: Verdict,
+    pub max_abs_err: f64,
+    pub max_rel_err: f64,
+    /// Largest `|err| / (atol + rtol*|ref|)`: above 1 fails.
+    pub max_tol_ratio: f64,
+    pub worst: Option<Worst>,
+    pub nan_count: u64,
+    pub inf_count: u64,
+    pub rows_checked: u64,
+    pub rows_total: u64,
+    pub atol: f64,
+    pub rtol: f64,
+    pub rel_err_floor: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    #[serde(rename = "PASS")]
+    Pass,
+    #[serde(rename = "FAIL")]
+    Fail,
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+        })
+    }
+}
+
+/// Checks `out` (the whole `[B,H,N,D]` output) on `rows` against the reference.
+pub fn validate(p: &Problem, x: &Inputs, out: &[f32], rows: &[RowId]) -> Validation {
+    let tol = tolerance(p.dtype);
+    let n = p.seq as u64;
+    let d = p.head_dim as usize;
+    let mut v = Validation {
+        verdict: Verdict::Pass,
+        max_abs_err: 0.0,
+        max_rel_err: 0.0,
+        max_tol_ratio: 0.0,
+        worst: None,
+        nan_count: 0,
+        inf_count: 0,
+        rows_checked: rows.len() as u64,
+        rows_total: p.bh() * n,
+        atol: tol.atol,
+        rtol: tol.rtol,
+        rel_err_floor: REL_ERR_FLOOR,
+    };
+    if out.len() as u64 != p.qkv_elems() {
+        v.verdict = Verdict::Fail;
+        return v;
+    }
+    let mut worst_ratio = -1.0f64;
+    for &row in rows {
+        let r = reference_row(p, x, row);
+        let base = ((row.bh * n + row.i) as usize) * d;
+        for (dd, &rv) in r.iter().enumerate() {
+            let g = out[base + dd] as f64;
+            let ratio = if g.is_nan() {
+                v.nan_count += 1;
+                f64::INFINITY
+            } else if g.is_infinite() {
+                v.inf_count += 1;
+                f64::INFINITY
+            } else {
+                let err = (g - rv).abs();
+                v.max_abs_err = v.max_abs_err.max(err);
+                v.max_rel_err = v.max_rel_err.max(err / rv.abs().max(REL_ERR_FLOOR));
+                err / (tol.atol + tol.rtol * rv.abs())
+            };
+            if ratio > worst_ratio {
+                worst_ratio = ratio;
+                v.worst = Some(Worst {
+                    b: row.bh / p.heads as u64,
+                    h: row.bh % p.heads as u64,
+                    i: row.i,
+                    d: dd as u64,
+                    gpu: g,
+                    reference: rv,
+                });
+            }
+        }
+    }
+    v.max_tol_ratio = worst_ratio.max(0.0);
+    if v.nan_count > 0 || v.inf_count > 0 || worst_ratio > 1.0 {
+        v.verdict = Verdict::Fail;
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exact_output(p: &Problem, x: &Inputs) -> Vec<f32> {
+        let mut out = vec![0f32; p.qkv_elems() as usize];
+        for r in rows_to_check(p) {
+            let o = reference_row(p, x, r);
+            let base = ((r.bh * p.seq as u64 + r.i) as usize) * p.head_dim as usize;
+            for (k, val) in o.iter().enumerate() {
+                out[base + k] = *val as f32;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn exact_output_passes_and_one_bad_element_fails_with_its_location() {
+        let p = Problem::new(2, 3, 9, 4, true, 7);
+        let x = Inputs::generate(&p);
+        let mut out = exact_output(&p, &x);
+        let rows = rows_to_check(&p);
+        assert_eq!(rows.len() as u64, p.bh() * 9);
+        assert_eq!(validate(&p, &x, &out, &rows).verdict, Verdict::Pass);
+        // b=1, h=2, i=5, d=3 with H=3, N=9, D=4
+        let (b, h, i, d) = (1usize, 2usize, 5usize, 3usize);
+        let idx = ((b * 3 + h) * 9 + i) * 4 + d;
+        out[idx] += 0.01;
+        let v = validate(&p, &x, &out, &rows);
+        assert_eq!(v.verdict, Verdict::Fail);
+        let w = v.worst.unwrap();
+        assert_eq!((w.b, w.h, w.i, w.d), (1, 2, 5, 3));
+        assert!((v.max_abs_err - 0.01).abs() < 1e-6);
+    }
+
+    #[test]
+    fn nan_is_never_a_pass() {
+        let p = Problem::new(1, 1, 4, 4, false, 1);
+        let x = Inputs::generate(&p);
+        let mut out = exact_output(&p, &x);
+        out[5] = f32::NAN;
+        let v = validate(&p, &x, &out, &rows_to_check(&p));
+        assert_eq!(v.verdict, Verdict::Fail);
+        assert_eq!(v.nan_count, 1);
+    }
+
+    #[test]
+    fn large_problems_sample_rows_deterministically() {
+        let p = Problem::new(8, 16, 1024, 64, true, 0);
+        let a = rows_to_check(&p);
+        assert!((a.len() as u64) < p.bh() * 1024);
+        assert!(a.len() >= 64);
+        assert_eq!(a, rows_to_check(&p));
+        assert!(a.contains(&RowId { bh: 127, i: 1023 }));
+    }
+}
