@@ -1,0 +1,167 @@
+//! The command line: bad input gets a clear message naming the bad value and a non-zero exit,
+//! never a panic; results files are complete JSON or absent.
+
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_attn-wgpu"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("spawn attn-wgpu")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts exit `code`, that stderr mentions every `needles`, and that nothing panicked.
+fn expect_error(args: &[&str], code: i32, needles: &[&str]) {
+    let o = run(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(code), "args {args:?}\nstderr: {err}");
+    for n in needles {
+        assert!(err.contains(n), "args {args:?}: stderr lacks `{n}`:\n{err}");
+    }
+    assert!(!err.contains("panicked"), "args {args:?} panicked:\n{err}");
+}
+
+#[test]
+fn bad_sizes_are_named() {
+    expect_error(&["run", "--seq", "0"], 2, &["--seq", "0"]);
+    expect_error(&["run", "--batch", "0"], 2, &["--batch", "0"]);
+    expect_error(&["run", "--heads", "0"], 2, &["--heads", "0"]);
+    expect_error(&["run", "--head-dim", "0"], 2, &["--head-dim", "0"]);
+    expect_error(&["run", "--head-dim", "300"], 2, &["--head-dim", "300"]);
+    expect_error(&["run", "--seq", "2000000"], 2, &["--seq", "2000000"]);
+    expect_error(&["run", "--reps", "0"], 2, &["--reps", "0"]);
+    expect_error(&["run", "--scale", "nan"], 2, &["--scale", "NaN"]);
+    expect_error(&["run", "--scale", "inf"], 2, &["--scale", "inf"]);
+}
+
+#[test]
+fn bad_names_are_named() {
+    expect_error(&["run", "--variant", "flash9"], 2, &["flash9", "tiled"]);
+    expect_error(&["run", "--dtype", "f64"], 2, &["f64"]);
+    expect_error(&["run", "--backend", "directx9"], 2, &["directx9"]);
+    expect_error(
+        &["run", "--adapter", "no-such-gpu-xyz"],
+        1,
+        &["no-such-gpu-xyz"],
+    );
+    // clap's own errors: unknown flags and non-numbers.
+    expect_error(&["run", "--sequence", "5"], 2, &["--sequence"]);
+    expect_error(&["run", "--seq", "abc"], 2, &["abc"]);
+    expect_error(&["run", "--seq", "-4"], 2, &["-4"]);
+    expect_error(&["frobnicate"], 2, &["frobnicate"]);
+}
+
+#[test]
+fn json_into_missing_folder_fails_before_any_work() {
+    expect_error(
+        &["run", "--json", "/nonexistent-dir-attn/x.json"],
+        2,
+        &["/nonexistent-dir-attn"],
+    );
+}
+
+#[test]
+fn too_large_for_the_adapter_is_incompatible_not_a_crash() {
+    // S = 64 * 8192^2 * 4 bytes = 16 GiB: above any adapter's storage binding.
+    expect_error(
+        &[
+            "run",
+            "--variant",
+            "unfused",
+            "--heads",
+            "64",
+            "--seq",
+            "8192",
+            "--head-dim",
+            "16",
+            "--reps",
+            "1",
+        ],
+        4,
+        &["unfused", "max_storage_buffer_binding_size"],
+    );
+}
+
+#[test]
+fn run_all_writes_complete_results_and_keeps_old_file_on_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.json");
+    let p = path.to_str().unwrap();
+    let o = run(&[
+        "run",
+        "--variant",
+        "all",
+        "--batch",
+        "1",
+        "--heads",
+        "2",
+        "--seq",
+        "48",
+        "--head-dim",
+        "16",
+        "--warmup",
+        "1",
+        "--reps",
+        "3",
+        "--json",
+        p,
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    assert!(out.contains("== summary"));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["seed"], 0);
+    assert!(v["command"].as_str().unwrap().contains("--variant all"));
+    assert_eq!(v["problem"]["seq"], 48);
+    assert_eq!(v["timing"]["reps"], 3);
+    assert!(v["versions"]["wgpu"].as_str().unwrap().starts_with("30."));
+    assert!(v["adapter"]["name"].as_str().is_some());
+    let runs = v["runs"].as_array().unwrap();
+    let counts: Vec<(String, usize)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["variant"].as_str().unwrap().to_string(),
+                r["dispatches"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            ("unfused".to_string(), 6),
+            ("unfused-inplace".to_string(), 5),
+            ("tiled".to_string(), 1)
+        ]
+    );
+    for r in runs {
+        assert_eq!(r["validation"]["verdict"], "PASS", "{}", r["variant"]);
+        assert_eq!(r["measurement"]["reps"].as_array().unwrap().len(), 3);
+        assert!(r["forward"]["gpu_span_us"]["median"].as_f64().unwrap() > 0.0);
+    }
+    // A later run that fails on bad input leaves the earlier file byte-for-byte intact.
+    let before = std::fs::read(&path).unwrap();
+    let o = run(&["run", "--seq", "0", "--json", p]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    // No temporary files are left behind.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn adapters_lists_features_and_limits() {
+    let o = run(&["adapters"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        out.contains("timestamps=") && out.contains("workgroup storage"),
+        "{out}"
+    );
+}
