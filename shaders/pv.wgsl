@@ -29,10 +29,9 @@ fn main(
     let i0 = wg.y * TM;
     let c0 = wg.x * TN;
 
-    var acc: array<vec4<f32>, 8>; // acc[r]: row ty*8 + r, columns tx*4 .. +3
-    for (var t = 0u; t < 8u; t++) {
-        acc[t] = vec4<f32>(0.0);
-    }
+    // 8 rows x 4 columns per thread as named vec4 registers (row ty*8 + r, columns tx*4 .. +3).
+    var o0 = vec4<f32>(0.0); var o1 = vec4<f32>(0.0); var o2 = vec4<f32>(0.0); var o3 = vec4<f32>(0.0);
+    var o4 = vec4<f32>(0.0); var o5 = vec4<f32>(0.0); var o6 = vec4<f32>(0.0); var o7 = vec4<f32>(0.0);
 
     for (var j0 = 0u; j0 < n; j0 += KC) {
         // P[i0.., j0..j0+KC]: 2048 values, 8 per thread, 64-byte runs along j.
@@ -60,22 +59,32 @@ fn main(
             let a0 = ps[kk][lid.y * 2u];
             let a1 = ps[kk][lid.y * 2u + 1u];
             let b = vs[kk][lid.x];
-            for (var r = 0u; r < 4u; r++) {
-                acc[r] += a0[r] * b;
-                acc[r + 4u] += a1[r] * b;
-            }
+            o0 += a0.x * b; o1 += a0.y * b; o2 += a0.z * b; o3 += a0.w * b;
+            o4 += a1.x * b; o5 += a1.y * b; o6 += a1.z * b; o7 += a1.w * b;
         }
         workgroupBarrier();
     }
 
-    for (var r = 0u; r < 8u; r++) {
-        let i = i0 + lid.y * 8u + r;
-        if (i >= n) { break; }
-        for (var c = 0u; c < 4u; c++) {
-            let col = c0 + lid.x * 4u + c;
-            if (col < d) {
-                o[(head * n + i) * d + col] = acc[r][c];
-            }
-        }
+    let r0 = i0 + lid.y * 8u;
+    let col = c0 + lid.x * 4u;
+    store_row(head, r0, col, o0);
+    store_row(head, r0 + 1u, col, o1);
+    store_row(head, r0 + 2u, col, o2);
+    store_row(head, r0 + 3u, col, o3);
+    store_row(head, r0 + 4u, col, o4);
+    store_row(head, r0 + 5u, col, o5);
+    store_row(head, r0 + 6u, col, o6);
+    store_row(head, r0 + 7u, col, o7);
+}
+
+// Writes 4 consecutive outputs of row i from column c, skipping what lies outside N x D.
+fn store_row(head: u32, i: u32, c: u32, val: vec4<f32>) {
+    let n = params.seq;
+    let d = params.head_dim;
+    if (i >= n) {
+        return;
+    }
+    for (var k = 0u; k < 4u; k++) {
+        if (c + k < d) { o[(head * n + i) * d + c + k] = val[k]; }
     }
 }

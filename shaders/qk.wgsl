@@ -30,10 +30,13 @@ fn main(
     let j0 = wg.x * TILE;
     let base = head * n * d;
 
-    var acc: array<vec4<f32>, 16>; // acc[r * 2 + c]: row ty*8 + r, columns tx*8 + 4c .. +3
-    for (var t = 0u; t < 16u; t++) {
-        acc[t] = vec4<f32>(0.0);
-    }
+    // 8 x 8 outputs per thread as 16 named vec4 registers: c<r><h> holds row ty*8 + r, columns
+    // tx*8 + 4h .. +3. Named variables rather than an indexed array, so that no driver is tempted to
+    // put them in (slow, off-chip) local memory.
+    var c00 = vec4<f32>(0.0); var c01 = vec4<f32>(0.0); var c10 = vec4<f32>(0.0); var c11 = vec4<f32>(0.0);
+    var c20 = vec4<f32>(0.0); var c21 = vec4<f32>(0.0); var c30 = vec4<f32>(0.0); var c31 = vec4<f32>(0.0);
+    var c40 = vec4<f32>(0.0); var c41 = vec4<f32>(0.0); var c50 = vec4<f32>(0.0); var c51 = vec4<f32>(0.0);
+    var c60 = vec4<f32>(0.0); var c61 = vec4<f32>(0.0); var c70 = vec4<f32>(0.0); var c71 = vec4<f32>(0.0);
 
     for (var d0 = 0u; d0 < d; d0 += KC) {
         // Stage Q[i0.., d0..d0+KC] and K[j0.., d0..d0+KC]: 2048 values each, 8 per thread.
@@ -57,26 +60,40 @@ fn main(
             let a1 = qs[kk][lid.y * 2u + 1u];
             let b0 = ks[kk][lid.x * 2u];
             let b1 = ks[kk][lid.x * 2u + 1u];
-            for (var r = 0u; r < 4u; r++) {
-                acc[r * 2u] += a0[r] * b0;
-                acc[r * 2u + 1u] += a0[r] * b1;
-                acc[(r + 4u) * 2u] += a1[r] * b0;
-                acc[(r + 4u) * 2u + 1u] += a1[r] * b1;
-            }
+            c00 += a0.x * b0; c01 += a0.x * b1;
+            c10 += a0.y * b0; c11 += a0.y * b1;
+            c20 += a0.z * b0; c21 += a0.z * b1;
+            c30 += a0.w * b0; c31 += a0.w * b1;
+            c40 += a1.x * b0; c41 += a1.x * b1;
+            c50 += a1.y * b0; c51 += a1.y * b1;
+            c60 += a1.z * b0; c61 += a1.z * b1;
+            c70 += a1.w * b0; c71 += a1.w * b1;
         }
         // Nobody may overwrite the staged tiles while a neighbour is still reading them.
         workgroupBarrier();
     }
 
-    for (var r = 0u; r < 8u; r++) {
-        let i = i0 + lid.y * 8u + r;
-        if (i >= n) { break; }
-        let row_base = (head * n + i) * n;
-        for (var c = 0u; c < 8u; c++) {
-            let j = j0 + lid.x * 8u + c;
-            if (j < n) {
-                s[row_base + j] = acc[r * 2u + c / 4u][c % 4u];
-            }
-        }
+    let r0 = i0 + lid.y * 8u;
+    let col = j0 + lid.x * 8u;
+    store_row(head, r0, col, c00, c01);
+    store_row(head, r0 + 1u, col, c10, c11);
+    store_row(head, r0 + 2u, col, c20, c21);
+    store_row(head, r0 + 3u, col, c30, c31);
+    store_row(head, r0 + 4u, col, c40, c41);
+    store_row(head, r0 + 5u, col, c50, c51);
+    store_row(head, r0 + 6u, col, c60, c61);
+    store_row(head, r0 + 7u, col, c70, c71);
+}
+
+// Writes 8 consecutive scores of row i from column j, skipping what lies outside N x N.
+fn store_row(head: u32, i: u32, j: u32, lo: vec4<f32>, hi: vec4<f32>) {
+    let n = params.seq;
+    if (i >= n) {
+        return;
+    }
+    let base = (head * n + i) * n;
+    for (var c = 0u; c < 4u; c++) {
+        if (j + c < n) { s[base + j + c] = lo[c]; }
+        if (j + 4u + c < n) { s[base + j + 4u + c] = hi[c]; }
     }
 }

@@ -7,10 +7,11 @@
 // query block (about half of them when causal: blocks above the diagonal are skipped), O written once.
 //
 // Host-chosen `override` constants (src/variants/tiled.rs picks them to fit the adapter's workgroup
-// storage): BR rows per workgroup, BC keys per block (<= MAX_BC), D4 = ceil(D/4) vec4 columns, and
-// DP = the padded row pitch in vec4 (odd, so 8 threads reading 8 different rows of qs/os hit 8
-// different bank groups).
-// Workgroup storage: (2*BR + 2*BC) * DP * 16 bytes.
+// storage): BR rows per workgroup, D4 = ceil(D/4) vec4 columns, and DP = the padded row pitch in
+// vec4 (odd, so 8 threads reading 8 different rows of qs/os hit 8 different bank groups).
+// BC, the keys per block, is fixed at 16: a thread's 16 scores live in four named vec4 registers
+// (s0..s3), not in an indexed array that a driver might demote to slow local memory.
+// Workgroup storage: (2*BR + 2*BC) * DP * 16 + 4*BR bytes.
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -18,10 +19,9 @@
 @group(0) @binding(4) var<storage, read_write> o: array<f32>;
 
 override BR: u32 = 64u;
-override BC: u32 = 16u;
 override D4: u32 = 16u;
 override DP: u32 = 17u;
-const MAX_BC: u32 = 32u;
+const BC: u32 = 16u;
 const LOG2E: f32 = 1.4426950408889634;
 
 var<workgroup> qs: array<vec4<f32>, BR * DP>;  // this block's Q rows, pre-scaled by scale*log2(e)
@@ -59,7 +59,6 @@ fn main(
 
     var m = ninf;  // running max of this row's scores (base 2)
     var l = 0.0;   // running sum of exp2(score - m)
-    var sc: array<f32, MAX_BC>;
 
     // Causal: rows i0..i0+BR-1 need keys 0..i0+BR-1 only; later blocks are skipped outright.
     var kv_end = n;
@@ -83,47 +82,44 @@ fn main(
         }
         workgroupBarrier();
 
-        // Scores for this thread's row against the BC staged keys (all threads read the same
-        // ks element at once: a broadcast).
-        for (var jj = 0u; jj < BC; jj++) {
-            sc[jj] = 0.0;
-        }
+        // Scores of this thread's row against the 16 staged keys; every thread reads the same ks
+        // element at the same time (a broadcast).
+        var s0 = vec4<f32>(0.0);
+        var s1 = vec4<f32>(0.0);
+        var s2 = vec4<f32>(0.0);
+        var s3 = vec4<f32>(0.0);
         for (var c4 = 0u; c4 < D4; c4++) {
             let qv = qs[t * DP + c4];
-            for (var jj = 0u; jj < BC; jj++) {
-                sc[jj] += dot(qv, ks[jj * DP + c4]);
-            }
+            s0 += qk4(qv, 0u, c4);
+            s1 += qk4(qv, 4u, c4);
+            s2 += qk4(qv, 8u, c4);
+            s3 += qk4(qv, 12u, c4);
         }
-        var m_new = m;
-        for (var jj = 0u; jj < BC; jj++) {
-            let j = j0 + jj;
-            if (j >= n || (causal && j > i)) {
-                sc[jj] = ninf;
-            }
-            m_new = max(m_new, sc[jj]);
-        }
+        s0 = masked(s0, j0, i, n, causal, ninf);
+        s1 = masked(s1, j0 + 4u, i, n, causal, ninf);
+        s2 = masked(s2, j0 + 8u, i, n, causal, ninf);
+        s3 = masked(s3, j0 + 12u, i, n, causal, ninf);
+        let m_new = max(m, max(max(max4(s0), max4(s1)), max(max4(s2), max4(s3))));
+
         // Online softmax. While a row has seen no allowed key, m stays -inf and nothing is added.
         var alpha = 1.0;
         if (m_new > ninf) {
             alpha = exp2(m - m_new);
-            var psum = 0.0;
-            for (var jj = 0u; jj < BC; jj++) {
-                sc[jj] = exp2(sc[jj] - m_new);
-                psum += sc[jj];
-            }
-            l = l * alpha + psum;
+            s0 = exp2(s0 - m_new);
+            s1 = exp2(s1 - m_new);
+            s2 = exp2(s2 - m_new);
+            s3 = exp2(s3 - m_new);
+            l = l * alpha + dot(s0 + s1 + s2 + s3, vec4<f32>(1.0));
             m = m_new;
         } else {
-            for (var jj = 0u; jj < BC; jj++) {
-                sc[jj] = 0.0;
-            }
+            s0 = vec4<f32>(0.0);
+            s1 = vec4<f32>(0.0);
+            s2 = vec4<f32>(0.0);
+            s3 = vec4<f32>(0.0);
         }
         for (var c4 = 0u; c4 < D4; c4++) {
-            var acc = os[t * DP + c4] * alpha;
-            for (var jj = 0u; jj < BC; jj++) {
-                acc += sc[jj] * vs[jj * DP + c4];
-            }
-            os[t * DP + c4] = acc;
+            os[t * DP + c4] = os[t * DP + c4] * alpha
+                + pv4(s0, 0u, c4) + pv4(s1, 4u, c4) + pv4(s2, 8u, c4) + pv4(s3, 12u, c4);
         }
     }
 
@@ -138,4 +134,31 @@ fn main(
             o[base + (i0 + r) * d + c] = os[r * DP + c / 4u][c % 4u] * inv_l[r];
         }
     }
+}
+
+// Scores of q against staged keys r0 .. r0+3, at vec4 column c4.
+fn qk4(q: vec4<f32>, r0: u32, c4: u32) -> vec4<f32> {
+    return vec4<f32>(
+        dot(q, ks[r0 * DP + c4]),
+        dot(q, ks[(r0 + 1u) * DP + c4]),
+        dot(q, ks[(r0 + 2u) * DP + c4]),
+        dot(q, ks[(r0 + 3u) * DP + c4]),
+    );
+}
+
+// p.x * V[r0] + ... + p.w * V[r0 + 3], at vec4 column c4.
+fn pv4(p: vec4<f32>, r0: u32, c4: u32) -> vec4<f32> {
+    return p.x * vs[r0 * DP + c4] + p.y * vs[(r0 + 1u) * DP + c4]
+        + p.z * vs[(r0 + 2u) * DP + c4] + p.w * vs[(r0 + 3u) * DP + c4];
+}
+
+// Scores of keys j .. j+3 for row i, with -inf where the key is past N or above the diagonal.
+fn masked(s: vec4<f32>, j: u32, i: u32, n: u32, causal: bool, ninf: f32) -> vec4<f32> {
+    let jv = vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u);
+    let allowed = (jv < vec4<u32>(n)) & ((jv <= vec4<u32>(i)) | vec4<bool>(!causal));
+    return select(vec4<f32>(ninf), s, allowed);
+}
+
+fn max4(v: vec4<f32>) -> f32 {
+    return max(max(v.x, v.y), max(v.z, v.w));
 }

@@ -88,6 +88,10 @@ struct RunArgs {
     /// Recorded forwards.
     #[arg(long, default_value_t = 20)]
     reps: u32,
+    /// Keep wgpu's injected index clamping in the shaders (on), or trust the kernels' own bounds
+    /// tests (off, the fast path; the test suite checks both).
+    #[arg(long, default_value = "off", value_parser = ["on", "off"])]
+    bounds_checks: String,
     /// Write the results file here (atomically).
     #[arg(long)]
     json: Option<PathBuf>,
@@ -209,6 +213,7 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     print!("{}", table::header(&gpu.report, &p, a.warmup, a.reps));
     let x = Inputs::generate(&p);
     let mut runner = Runner::new(&gpu)?;
+    runner.set_bounds_checks(a.bounds_checks == "on");
     let all = a.variant == "all";
     let mut runs: Vec<VariantRun> = Vec::new();
     for name in &names {
@@ -239,6 +244,7 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             dtype: p.dtype.name(),
             causal: p.causal,
             timing: schedule,
+            bounds_checks: runner.bounds_checks(),
             device_setup_ms: gpu.setup_ms,
             runs: &runs,
             warnings,

@@ -1,5 +1,6 @@
 //! Every variant against the f64 reference on the test adapter: causal and not, N in
-//! {1, 7, 33, 64, 100}, D in {16, 64}, B*H = 2 (B=1, H=2) and 3 (B=3, H=1).
+//! {1, 7, 33, 64, 100}, D in {16, 64}, B*H = 2 (B=1, H=2) and 3 (B=3, H=1), with wgpu's injected
+//! shader bounds checks on and off.
 
 mod common;
 
@@ -11,14 +12,16 @@ use attn_wgpu::validate::Verdict;
 const SEQS: [u32; 5] = [1, 7, 33, 64, 100];
 const DIMS: [u32; 2] = [16, 64];
 
-/// Runs `variant` over the whole grid and fails with the list of every failing case.
+/// Runs `variant` over the whole grid, with wgpu's shader bounds checks on and off, and fails with
+/// the list of every failing case.
 fn check_variant(variant: &str, expected_dispatches: usize) {
     let gpu = common::gpu();
     let mut runner = Runner::new(gpu).expect("runner");
     let schedule = Schedule { warmup: 0, reps: 1 };
     let mut failures = Vec::new();
     let mut cases = 0;
-    for causal in [true, false] {
+    for (checks, causal) in [(true, true), (true, false), (false, true), (false, false)] {
+        runner.set_bounds_checks(checks);
         for &n in &SEQS {
             for &d in &DIMS {
                 let (b, h) = if n % 2 == 0 { (1, 2) } else { (3, 1) };
@@ -36,7 +39,7 @@ fn check_variant(variant: &str, expected_dispatches: usize) {
                 );
                 if v.verdict != Verdict::Pass {
                     failures.push(format!(
-                        "{}: max abs {:.3e}, NaN {}, worst {:?}",
+                        "{} (bounds checks {checks}): max abs {:.3e}, NaN {}, worst {:?}",
                         p.shape_string(),
                         v.max_abs_err,
                         v.nan_count,
@@ -46,7 +49,7 @@ fn check_variant(variant: &str, expected_dispatches: usize) {
             }
         }
     }
-    assert_eq!(cases, 20);
+    assert_eq!(cases, 40);
     assert!(
         failures.is_empty(),
         "{variant} failed:\n{}",

@@ -81,6 +81,7 @@ pub struct Runner<'g> {
     pipelines: HashMap<PipelineKey, wgpu::ComputePipeline>,
     profiler: GpuProfiler,
     epoch: Instant,
+    bounds_checks: bool,
 }
 
 /// A plan made ready to run: its GPU resources, created once and reused by every forward.
@@ -110,7 +111,23 @@ impl<'g> Runner<'g> {
             pipelines: HashMap::new(),
             profiler,
             epoch: Instant::now(),
+            bounds_checks: true,
         })
+    }
+
+    /// With `false`, shader modules are created without the index clamping wgpu injects on every
+    /// array access (`create_shader_module_trusted`). Only for the project's own kernels, whose
+    /// indexing the test suite checks with the clamping on and off.
+    pub fn set_bounds_checks(&mut self, on: bool) {
+        if on != self.bounds_checks {
+            self.modules.clear();
+            self.pipelines.clear();
+        }
+        self.bounds_checks = on;
+    }
+
+    pub fn bounds_checks(&self) -> bool {
+        self.bounds_checks
     }
 
     pub fn epoch(&self) -> Instant {
@@ -131,12 +148,25 @@ impl<'g> Runner<'g> {
         }
         let gpu = self.gpu;
         if !self.modules.contains_key(d.shader.file) {
+            let desc = wgpu::ShaderModuleDescriptor {
+                label: Some(d.shader.file),
+                source: wgpu::ShaderSource::Wgsl(d.shader.source.into()),
+            };
+            let checks = self.bounds_checks;
             let module = gpu.scoped(&format!("compiling shaders/{}", d.shader.file), || {
-                gpu.device
-                    .create_shader_module(wgpu::ShaderModuleDescriptor {
-                        label: Some(d.shader.file),
-                        source: wgpu::ShaderSource::Wgsl(d.shader.source.into()),
-                    })
+                if checks {
+                    gpu.device.create_shader_module(desc)
+                } else {
+                    // SAFETY: every kernel of this project guards its global accesses with explicit
+                    // bounds tests and indexes workgroup/function arrays within their declared
+                    // sizes; tests/variants.rs runs every variant with the checks off as well.
+                    unsafe {
+                        gpu.device.create_shader_module_trusted(
+                            desc,
+                            wgpu::ShaderRuntimeChecks::unchecked(),
+                        )
+                    }
+                }
             })?;
             self.modules.insert(d.shader.file, module);
         }

@@ -45,6 +45,8 @@ pub struct ResultsFile<'a> {
     pub dtype: &'static str,
     pub causal: bool,
     pub timing: Schedule,
+    /// Whether wgpu's injected shader index clamping was on.
+    pub bounds_checks: bool,
     pub device_setup_ms: f64,
     pub runs: &'a [VariantRun],
     pub warnings: Vec<String>,

@@ -1,17 +1,18 @@
 //! `tiled`: one fused dispatch, FlashAttention-2 style (kernel: shaders/tiled.wgsl).
 //!
-//! The host picks the `override` constants: BR query rows per workgroup (one thread each) and BC keys
-//! per staged block, the largest pair whose workgroup storage fits the adapter's
-//! `max_compute_workgroup_storage_size`; D4 = ceil(D/4) and the odd row pitch DP.
+//! The host picks the `override` constants: BR query rows per workgroup (one thread each), the
+//! largest whose workgroup storage fits the adapter's `max_compute_workgroup_storage_size`;
+//! D4 = ceil(D/4) and the odd row pitch DP. BC = 16 keys per block is fixed by the kernel.
 
 use super::{check_binding, check_grid, shader};
 use crate::gpu::AdapterCaps;
 use crate::plan::{Access, BindingDecl, BufferDecl, Dispatch, Params, Plan, Role};
 use crate::problem::Problem;
 
-/// (BR, BC) candidates, preferred first. BR = 64 halves the K/V re-reads of BR = 32; BC is bounded
-/// by the kernel's register array (MAX_BC = 32).
-const CANDIDATES: &[(u32, u32)] = &[(64, 16), (32, 16), (32, 8), (16, 8), (8, 8), (8, 4), (4, 4)];
+/// BR candidates, preferred first: BR = 64 halves the K/V re-reads of BR = 32.
+const BR_CANDIDATES: &[u32] = &[64, 32, 16, 8, 4];
+/// Keys per staged block: fixed in tiled.wgsl (four named vec4 score registers).
+pub const BC: u32 = 16;
 
 /// Tile configuration of the fused kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,8 +34,8 @@ impl TileConfig {
 pub fn choose(head_dim: u32, caps: &AdapterCaps) -> Result<TileConfig, String> {
     let d4 = head_dim.div_ceil(4);
     let dp = d4 | 1;
-    for &(br, bc) in CANDIDATES {
-        let cfg = TileConfig { br, bc, d4, dp };
+    for &br in BR_CANDIDATES {
+        let cfg = TileConfig { br, bc: BC, d4, dp };
         if cfg.storage_bytes() <= caps.max_workgroup_storage as u64
             && br <= caps.max_invocations_per_workgroup
             && br <= caps.max_workgroup_size_x
@@ -44,12 +45,12 @@ pub fn choose(head_dim: u32, caps: &AdapterCaps) -> Result<TileConfig, String> {
     }
     let smallest = TileConfig {
         br: 4,
-        bc: 4,
+        bc: BC,
         d4,
         dp,
     };
     Err(format!(
-        "workgroup storage too small for D={head_dim}: the smallest tile (BR=4, BC=4) needs {} bytes, \
+        "workgroup storage too small for D={head_dim}: the smallest tile (BR=4, BC=16) needs {} bytes, \
          this adapter allows {}",
         smallest.storage_bytes(),
         caps.max_workgroup_storage
@@ -93,7 +94,6 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     let flops = bh * pairs * d * 4;
     let params = Params::new(heads, p.seq, p.head_dim, p.causal, p.scale);
     let overrides = vec![
-        ("BC".to_string(), cfg.bc as f64),
         ("BR".to_string(), cfg.br as f64),
         ("D4".to_string(), cfg.d4 as f64),
         ("DP".to_string(), cfg.dp as f64),
@@ -161,6 +161,7 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         output: "O".into(),
         config: {
             let mut c = overrides;
+            c.push(("BC".into(), cfg.bc as f64));
             c.push(("workgroup_storage_bytes".into(), cfg.storage_bytes() as f64));
             c
         },
