@@ -1,0 +1,1026 @@
+#!/usr/bin/env python3
+"""PyTorch attention baseline for attn-wgpu.
+
+What it measures
+----------------
+For one attention problem (shape [B, H, N, D], causal or not, dtype f32, f16
+or bf16) it runs these variants on the same inputs:
+
+* ``naive``          q @ k^T, * scale, masked_fill(mask, -inf) (out of place),
+                     softmax, @ v.  The causal mask is
+                     ``torch.triu(ones(N, N, bool), diagonal=1)`` (True =
+                     blocked, the nn.MultiheadAttention convention), built once
+                     outside the timed region.  Non-causal runs skip the fill.
+* ``naive-inplace``  the same with ``masked_fill_`` (in place).
+* ``math``, ``flash``, ``efficient``, ``cudnn``
+                     ``torch.nn.functional.scaled_dot_product_attention`` under
+                     ``torch.nn.attention.sdpa_kernel(SDPBackend.<backend>)``.
+                     A backend that refuses the dtype/shape/device is recorded
+                     as "unsupported"; the reason is PyTorch's message followed
+                     by the SDPA warnings that say why (e.g. "Expected query,
+                     key and value to all be of dtype: {Half, BFloat16}").
+
+For each variant it records:
+
+* one cold call (wall clock, synchronized), then ``--warmup`` untimed calls,
+  then ``--reps`` timed calls, each bracketed by its own pair of CUDA events
+  (one synchronize at the end).  Median / p10 / p90 / min / max and the raw
+  samples are reported in microseconds, plus the host time per call (the
+  launch only, no synchronize).  On a CPU-only machine perf_counter is used.
+* the CUDA kernels launched by one extra forward, from torch.profiler
+  (memcpy/memset events are listed separately as ``copies`` and are not
+  counted in kernels_per_forward; e.g. the out-of-place masked_fill of
+  ``naive`` clones the scores, which shows up as a "Memcpy DtoD" copy).
+* the peak allocated device memory of one forward.
+* a validation against a float64 CPU reference on a seeded random subset of
+  rows (at most 256, plus rows 0 and N-1 of the first (b, h)), computed from
+  the same rounded inputs.  Tolerances are in ``TOLERANCES`` below.
+
+Inputs are uniform in [-1, 1), drawn in float32 from a CPU torch.Generator
+seeded by ``--seed`` (q, then k, then v) and then cast to the dtype, or loaded
+from ``--inputs DIR`` (q.npy, k.npy, v.npy; float32 or float16, [B, H, N, D]).
+
+TF32 is switched off for cuBLAS and cuDNN so that f32 results are true f32.
+
+How to run
+----------
+    python3 bench/torch_sdpa.py --dtype f16 --json results/h200/torch_f16.json
+    python3 bench/torch_sdpa.py --seq 1024,4096 --dtype f16,bf16,f32 \\
+        --json-dir results/h200
+    # tiny smoke test (also works without a GPU):
+    python3 bench/torch_sdpa.py --batch 1 --heads 2 --seq 64 --head-dim 16 \\
+        --reps 2 --json /tmp/smoke.json
+
+Needs PyTorch and numpy only (plus the standard library).  Without CUDA it runs
+on the CPU (flash / efficient / cudnn are then reported as unsupported) and the
+JSON says so (adapter.backend == "cpu", config.device == "cpu").
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import sys
+import time
+import warnings
+
+try:
+    import numpy as np
+except ImportError:  # checked in main() so that --help still works
+    np = None
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # checked in main() so that --help still works
+    torch = None
+    F = None
+
+# ---------------------------------------------------------------------------
+# Constants
+# ---------------------------------------------------------------------------
+
+SCHEMA_VERSION = 1
+TOOL_NAME = "torch_sdpa.py"
+
+# Per-dtype validation tolerances: an element passes when
+#   |gpu - ref| <= atol + rtol * |ref|
+TOLERANCES = {
+    "f32": {"atol": 2e-5, "rtol": 2e-4},
+    "f16": {"atol": 2e-3, "rtol": 2e-2},
+    "bf16": {"atol": 1.6e-2, "rtol": 1.6e-1},
+}
+
+ALL_VARIANTS = ("naive", "naive-inplace", "math", "flash", "efficient", "cudnn")
+
+# Variant name -> attribute of torch.nn.attention.SDPBackend.
+SDPA_BACKENDS = {
+    "math": "MATH",
+    "flash": "FLASH_ATTENTION",
+    "efficient": "EFFICIENT_ATTENTION",
+    "cudnn": "CUDNN_ATTENTION",
+}
+
+# SDPA backends that only exist on CUDA for the purpose of this benchmark.
+CUDA_ONLY_VARIANTS = ("flash", "efficient", "cudnn")
+
+DTYPE_NAMES = ("f32", "f16", "bf16")
+
+MAX_RANDOM_ROWS = 256  # random (b, h, i) rows checked against the reference
+REL_ERR_FLOOR = 1e-3  # max_rel_err = |err| / max(|ref|, REL_ERR_FLOOR)
+REASON_CHARS = 500  # exception messages are cut to this many characters
+MAX_CAPTURED_WARNINGS = 20  # per variant, warnings copied into the report
+
+DEFAULTS = {"batch": 8, "heads": 16, "seq": 1024, "head_dim": 64}
+
+
+def torch_dtype(name):
+    """Map our dtype name to the torch dtype."""
+    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[name]
+
+
+# ---------------------------------------------------------------------------
+# Small helpers
+# ---------------------------------------------------------------------------
+
+
+def json_clean(obj):
+    """Return a copy of obj that json.dump(allow_nan=False) accepts.
+
+    Non-finite floats become None; numpy scalars become Python numbers;
+    tuples become lists.
+    """
+    if isinstance(obj, dict):
+        return {str(k): json_clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_clean(v) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if np is not None and isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, int):
+        return obj
+    return str(obj)
+
+
+def write_json_atomic(path, data):
+    """Write data as JSON to path.tmp, then rename it over path."""
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(json_clean(data), f, indent=2, allow_nan=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def truncate(text, limit=REASON_CHARS):
+    text = str(text)
+    return text if len(text) <= limit else text[:limit]
+
+
+_TRIGGERED_RE = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?\s*$")
+
+
+def clean_warning(text):
+    """Drop PyTorch's '(Triggered internally at file:line.)' suffix."""
+    return _TRIGGERED_RE.sub("", str(text)).strip()
+
+
+def explanatory_warnings(messages):
+    """The SDPA warnings that say *why* a kernel was refused.
+
+    SDPA prints, per backend, a header ("Flash attention kernel not used
+    because:") and then the reason; backends switched off by sdpa_kernel
+    only say "... has been runtime disabled".  Keep the reasons only.
+    """
+    out = []
+    for msg in messages:
+        msg = clean_warning(msg)
+        if not msg or msg.endswith("because:") or "runtime disabled" in msg:
+            continue
+        if msg not in out:
+            out.append(msg)
+    return out
+
+
+def percentile(values, q):
+    """numpy.percentile with linear interpolation (works on old and new numpy)."""
+    try:
+        return float(np.percentile(values, q, method="linear"))
+    except TypeError:  # numpy < 1.22
+        return float(np.percentile(values, q, interpolation="linear"))
+
+
+def summarize_us(samples, with_samples=True):
+    """Median / p10 / p90 / min / max (and optionally the raw samples) in µs."""
+    a = np.asarray(samples, dtype=np.float64)
+    out = {
+        "median": percentile(a, 50),
+        "p10": percentile(a, 10),
+        "p90": percentile(a, 90),
+        "min": float(a.min()),
+        "max": float(a.max()),
+    }
+    if with_samples:
+        out["samples"] = [float(x) for x in a]
+    return out
+
+
+def parse_int_list(text, what):
+    try:
+        values = [int(x) for x in str(text).split(",") if x.strip() != ""]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what}: expected integers, got {text!r}")
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{what}: expected positive integers, got {text!r}")
+    return values
+
+
+def free_device_memory(is_cuda):
+    """Drop unreferenced tensors and return cached blocks to the driver."""
+    gc.collect()
+    if is_cuda:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def is_oom(exc):
+    """True for an out-of-memory error, whatever class the torch version uses."""
+    oom_cls = getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom_cls is not None and isinstance(exc, oom_cls):
+        return True
+    return "out of memory" in str(exc).lower()
+
+
+# ---------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        description="PyTorch attention baseline (naive, SDPA math/flash/efficient/cudnn) "
+        "for attn-wgpu; writes the attn-wgpu result JSON.",
+    )
+    p.add_argument("--batch", type=int, default=None, help="B (default: %d)" % DEFAULTS["batch"])
+    p.add_argument("--heads", type=int, default=None, help="H (default: %d)" % DEFAULTS["heads"])
+    p.add_argument(
+        "--seq",
+        default=None,
+        help="N, or a comma list for a grid, e.g. 1024,4096 (default: %d)" % DEFAULTS["seq"],
+    )
+    p.add_argument(
+        "--head-dim", type=int, default=None, help="D (default: %d)" % DEFAULTS["head_dim"]
+    )
+    p.add_argument(
+        "--causal",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="causal (top-left aligned) mask (default: causal)",
+    )
+    p.add_argument("--scale", type=float, default=None, help="softmax scale (default 1/sqrt(D))")
+    p.add_argument("--dtype", default="f16", help="f32, f16 or bf16, or a comma list for a grid (default: f16)")
+    p.add_argument("--seed", type=int, default=0, help="input and row-subset seed (default: 0)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed calls after the cold one (default: 3)")
+    p.add_argument("--reps", type=int, default=20, help="timed calls (default: 20)")
+    p.add_argument(
+        "--variants", default=",".join(ALL_VARIANTS), help="comma list of variants to run (default: all six)"
+    )
+    p.add_argument("--json", default=None, help="write the result JSON here (one grid point)")
+    p.add_argument(
+        "--json-dir",
+        default=None,
+        help="write one JSON per (seq, dtype) here, "
+        "named torch_B8_H16_N1024_D64_f16_causal.json",
+    )
+    p.add_argument(
+        "--inputs", default=None, help="directory with q.npy, k.npy, v.npy ([B,H,N,D])"
+    )
+    p.add_argument(
+        "--device",
+        choices=("auto", "cuda", "cpu"),
+        default="auto",
+        help="auto (default) = CUDA when available, else CPU",
+    )
+    args = p.parse_args(argv)
+
+    try:
+        args.seq_list = parse_int_list(args.seq, "--seq") if args.seq is not None else None
+    except argparse.ArgumentTypeError as e:
+        p.error(str(e))
+    args.dtype_list = [d.strip() for d in args.dtype.split(",") if d.strip()]
+    bad = [d for d in args.dtype_list if d not in DTYPE_NAMES]
+    if bad or not args.dtype_list:
+        p.error(f"--dtype: unknown {bad or args.dtype!r}; choose from {', '.join(DTYPE_NAMES)}")
+    args.variant_list = [v.strip() for v in args.variants.split(",") if v.strip()]
+    bad = [v for v in args.variant_list if v not in ALL_VARIANTS]
+    if bad or not args.variant_list:
+        p.error(f"--variants: unknown {bad}; choose from {', '.join(ALL_VARIANTS)}")
+    for name in ("batch", "heads", "head_dim"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            p.error(f"--{name.replace('_', '-')} must be positive")
+    if args.warmup < 0:
+        p.error("--warmup must be >= 0")
+    if args.reps < 1:
+        p.error("--reps must be >= 1")
+    if args.scale is not None and not math.isfinite(args.scale):
+        p.error("--scale must be finite")
+    args._parser = p
+    return args
+
+
+# ---------------------------------------------------------------------------
+# Environment
+# ---------------------------------------------------------------------------
+
+
+def configure_precision():
+    """Switch TF32 off (legacy flags, as documented) and return what is in force.
+
+    Only the legacy flags are written and read here: PyTorch >= 2.9 can raise
+    when the legacy and the new fp32_precision APIs are mixed.
+    """
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    cfg = {
+        "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+    }
+    # Informational flags; each read is guarded because they vary by version.
+    optional = {
+        "allow_fp16_reduced_precision_reduction": lambda: bool(
+            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
+        ),
+        "allow_bf16_reduced_precision_reduction": lambda: bool(
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
+        ),
+        "math_sdp_fp16_bf16_reduction_allowed": lambda: bool(
+            torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()
+        ),
+        "float32_matmul_precision": lambda: torch.get_float32_matmul_precision(),
+    }
+    for key, getter in optional.items():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cfg[key] = getter()
+        except Exception:  # noqa: BLE001 - attribute missing or API-mix check
+            cfg[key] = None
+    return cfg
+
+
+def pick_device(choice):
+    """Return (torch.device, is_cuda, warning or None)."""
+    cuda_ok = torch.cuda.is_available()
+    if choice == "cuda" and not cuda_ok:
+        return None, False, "CUDA requested with --device cuda but torch.cuda.is_available() is False"
+    if choice == "cpu" or not cuda_ok:
+        note = None
+        if choice == "auto":
+            note = (
+                "CUDA is not available: running on the CPU (smoke test only; "
+                "flash/efficient/cudnn reported as unsupported, timings are wall clock)"
+            )
+        return torch.device("cpu"), False, note
+    return torch.device("cuda", torch.cuda.current_device()), True, None
+
+
+def versions_info():
+    try:
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    except Exception:  # noqa: BLE001
+        cudnn = None
+    return {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "cudnn": cudnn,
+    }
+
+
+def adapter_info(device, is_cuda):
+    if is_cuda:
+        name = torch.cuda.get_device_name(device) or "cuda"
+        return {
+            "name": name,
+            "backend": "cuda",
+            "device_type": "DiscreteGpu",
+            "driver": "",
+            "driver_info": "",
+        }
+    return {"name": "cpu", "backend": "cpu", "device_type": "Cpu", "driver": "", "driver_info": ""}
+
+
+def sdpa_api():
+    """Return (sdpa_kernel, SDPBackend) or (None, None) on old torch."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel, SDPBackend
+    except ImportError:
+        return None, None
+
+
+# ---------------------------------------------------------------------------
+# Inputs and reference
+# ---------------------------------------------------------------------------
+
+
+def load_npy_inputs(directory):
+    """Load q/k/v .npy files (float32 or float16, same [B,H,N,D] shape) as float32."""
+    arrays = {}
+    for name in ("q", "k", "v"):
+        path = os.path.join(directory, name + ".npy")
+        a = np.load(path, allow_pickle=False)
+        if a.dtype not in (np.float32, np.float16):
+            raise ValueError(f"{path}: dtype {a.dtype}, expected float32 or float16")
+        if a.ndim != 4:
+            raise ValueError(f"{path}: shape {a.shape}, expected [B,H,N,D]")
+        arrays[name] = np.ascontiguousarray(a.astype(np.float32))
+    shapes = {a.shape for a in arrays.values()}
+    if len(shapes) != 1:
+        raise ValueError(f"q/k/v shapes differ: {[arrays[n].shape for n in 'qkv']}")
+    return arrays
+
+
+def make_inputs(shape, seed, dtype, host_inputs):
+    """q, k, v on the CPU, already cast (rounded) to dtype.
+
+    Generated values are uniform in [-1, 1), drawn in float32 from one CPU
+    generator seeded by `seed` (q first, then k, then v), then cast.
+    """
+    if host_inputs is not None:
+        tensors = [torch.from_numpy(host_inputs[n]) for n in ("q", "k", "v")]
+    else:
+        g = torch.Generator(device="cpu")
+        g.manual_seed(seed)
+        tensors = [
+            torch.empty(shape, dtype=torch.float32).uniform_(-1.0, 1.0, generator=g)
+            for _ in range(3)
+        ]
+    return [t.to(dtype).contiguous() for t in tensors]
+
+
+def select_rows(B, H, N, seed):
+    """Seeded random (b, h, i) rows, plus rows 0 and N-1 of (b, h) = (0, 0).
+
+    Returns an int64 array of shape [R, 3], sorted by (b, h, i).
+    """
+    total = B * H * N
+    rng = np.random.default_rng(seed)
+    count = min(MAX_RANDOM_ROWS, total)
+    flat = set(int(x) for x in rng.choice(total, size=count, replace=False))
+    flat.update({0, N - 1})  # flat index of (0, 0, i) is i
+    flat = np.array(sorted(flat), dtype=np.int64)
+    b = flat // (H * N)
+    h = (flat // N) % H
+    i = flat % N
+    return np.stack([b, h, i], axis=1)
+
+
+def reference_rows(q, k, v, rows, scale, causal):
+    """float64 attention output for the selected rows, shape [R, D].
+
+    q, k, v are the rounded CPU tensors (any float dtype); they are upcast
+    exactly to float64.  Causal: key j is allowed iff j <= i (top-left
+    aligned, as SDPA's is_causal with N_q == N_k).
+    """
+    N, D = q.shape[2], q.shape[3]
+    ref = np.empty((rows.shape[0], D), dtype=np.float64)
+    # Group rows by (b, h) so K and V are converted once per head.
+    keys = rows[:, 0] * q.shape[1] + rows[:, 1]
+    for key in np.unique(keys):
+        sel = np.nonzero(keys == key)[0]
+        b, h = int(rows[sel[0], 0]), int(rows[sel[0], 1])
+        i_idx = rows[sel, 2]
+        K = k[b, h].float().numpy().astype(np.float64)  # [N, D]
+        V = v[b, h].float().numpy().astype(np.float64)  # [N, D]
+        Q = q[b, h][torch.from_numpy(i_idx)].float().numpy().astype(np.float64)  # [r, D]
+        s = (Q @ K.T) * float(scale)  # [r, N]
+        if causal:
+            blocked = np.arange(N)[None, :] > i_idx[:, None]
+            s = np.where(blocked, -np.inf, s)
+        s = s - s.max(axis=1, keepdims=True)
+        e = np.exp(s)
+        p = e / e.sum(axis=1, keepdims=True)
+        ref[sel] = p @ V
+    return ref
+
+
+def validate(out, rows, rows_dev, ref, tol, rows_total):
+    """Compare the checked rows of `out` with the float64 reference.
+
+    nan_count / inf_count are counted over the whole output tensor; the
+    error statistics over the checked rows.  Non-finite outputs always fail.
+    """
+    atol, rtol = tol["atol"], tol["rtol"]
+    nan_count = int(torch.isnan(out).sum().item())
+    inf_count = int(torch.isinf(out).sum().item())
+    got = out[rows_dev[0], rows_dev[1], rows_dev[2]].float().cpu().numpy().astype(np.float64)
+    finite = np.isfinite(got)
+    with np.errstate(invalid="ignore"):
+        err = np.where(finite, np.abs(got - ref), np.inf)
+        passed = finite & (err <= atol + rtol * np.abs(ref))
+        rel = err / np.maximum(np.abs(ref), REL_ERR_FLOOR)
+    r, d = np.unravel_index(int(np.argmax(err)), err.shape)
+    ok = bool(passed.all()) and nan_count == 0 and inf_count == 0
+    return {
+        "verdict": "PASS" if ok else "FAIL",
+        "max_abs_err": float(err.max()),
+        "max_rel_err": float(rel.max()),
+        "worst": {
+            "b": int(rows[r, 0]),
+            "h": int(rows[r, 1]),
+            "i": int(rows[r, 2]),
+            "d": int(d),
+            "gpu": float(got[r, d]),
+            "ref": float(ref[r, d]),
+        },
+        "nan_count": nan_count,
+        "inf_count": inf_count,
+        "rows_checked": int(rows.shape[0]),
+        "rows_total": int(rows_total),
+        "atol": atol,
+        "rtol": rtol,
+    }
+
+
+# ---------------------------------------------------------------------------
+# Variants
+# ---------------------------------------------------------------------------
+
+
+def make_forward(variant, q, k, v, mask, scale, causal):
+    """Return a zero-argument callable that runs one forward of `variant`."""
+    neg_inf = float("-inf")
+    if variant == "naive":
+
+        def forward():
+            scores = q @ k.transpose(-2, -1)
+            scores = scores * scale
+            if mask is not None:
+                scores = scores.masked_fill(mask, neg_inf)
+            p = torch.softmax(scores, dim=-1)
+            return p @ v
+
+    elif variant == "naive-inplace":
+
+        def forward():
+            scores = q @ k.transpose(-2, -1)
+            scores = scores * scale
+            if mask is not None:
+                scores.masked_fill_(mask, neg_inf)
+            p = torch.softmax(scores, dim=-1)
+            return p @ v
+
+    else:
+
+        def forward():
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+    return forward
+
+
+def kernel_context(variant):
+    """Context manager that pins the SDPA backend (no-op for the naive variants)."""
+    if variant not in SDPA_BACKENDS:
+        return contextlib.nullcontext()
+    sdpa_kernel, SDPBackend = sdpa_api()
+    return sdpa_kernel(getattr(SDPBackend, SDPA_BACKENDS[variant]))
+
+
+def unsupported_reason(variant, is_cuda):
+    """A reason string if the variant cannot run here at all, else None."""
+    if variant in CUDA_ONLY_VARIANTS and not is_cuda:
+        return (
+            f"CUDA is not available (running on the CPU): the {variant} SDPA backend "
+            "is only measured on a CUDA device"
+        )
+    if variant in SDPA_BACKENDS:
+        sdpa_kernel, SDPBackend = sdpa_api()
+        if sdpa_kernel is None:
+            return "torch.nn.attention.sdpa_kernel is not available in this torch version"
+        if not hasattr(SDPBackend, SDPA_BACKENDS[variant]):
+            return f"SDPBackend.{SDPA_BACKENDS[variant]} is not available in this torch version"
+    return None
+
+
+def cuda_device_type():
+    """torch's DeviceType.CUDA enum, wherever this version keeps it."""
+    for mod_name in ("torch.autograd", "torch._C._autograd", "torch._C._profiler"):
+        try:
+            mod = sys.modules.get(mod_name) or __import__(mod_name, fromlist=["DeviceType"])
+            return mod.DeviceType.CUDA
+        except Exception:  # noqa: BLE001
+            continue
+    return None
+
+
+def event_device_us(evt):
+    """Device duration of one profiler event in µs, robust to API changes."""
+    try:
+        return float(evt.time_range.elapsed_us())
+    except Exception:  # noqa: BLE001
+        pass
+    for attr in ("device_time", "cuda_time", "device_time_total", "cuda_time_total"):
+        value = getattr(evt, attr, None)
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
+def is_copy_event(name):
+    lower = name.lower()
+    return "memcpy" in lower or "memset" in lower
+
+
+def profile_forward(forward, is_cuda):
+    """Profile one forward; return (dispatches, kernels_per_forward, copies, warning)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    if not is_cuda:
+        return [], None, [], None  # no kernels to count on the CPU
+
+    torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        # The profiler warns about cycles/acc_events on every use; not ours.
+        warnings.simplefilter("ignore")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            out = forward()
+            torch.cuda.synchronize()
+        del out
+        events = list(prof.events())
+
+    kernels, copies = {}, {}  # name -> [calls, total µs]; dicts keep first-seen order
+    cuda_type = cuda_device_type()
+    launches = 0
+    for evt in events:
+        if cuda_type is None or getattr(evt, "device_type", None) != cuda_type:
+            continue
+        bucket = copies if is_copy_event(evt.name) else kernels
+        entry = bucket.setdefault(evt.name, [0, 0.0])
+        entry[0] += 1
+        entry[1] += event_device_us(evt)
+        if bucket is kernels:
+            launches += 1
+
+    warning = None
+    if not kernels:
+        # Fallback: aggregated view, entries that have device self time.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            averages = list(prof.key_averages())
+        for avg in averages:
+            dev_us = None
+            for attr in ("self_device_time_total", "self_cuda_time_total"):
+                dev_us = getattr(avg, attr, None)
+                if dev_us is not None:
+                    break
+            if not dev_us or dev_us <= 0:
+                continue
+            if cuda_type is not None and getattr(avg, "device_type", None) != cuda_type:
+                continue
+            bucket = copies if is_copy_event(avg.key) else kernels
+            bucket[avg.key] = [int(avg.count), float(dev_us)]
+            if bucket is kernels:
+                launches += int(avg.count)
+        if kernels:
+            warning = "profiler: kernels taken from key_averages() (no CUDA events in events())"
+
+    def as_list(table):
+        return [{"name": n, "calls": c, "gpu_us_total": us} for n, (c, us) in table.items()]
+
+    if not kernels:
+        return [], None, as_list(copies), "profiler recorded no CUDA kernels"
+    return as_list(kernels), launches, as_list(copies), warning
+
+
+def measure(run, forward, is_cuda, args, rows, rows_dev, ref, tol, rows_total, captured):
+    """Time, measure memory, validate and profile one variant (fills `run`)."""
+    sync = torch.cuda.synchronize if is_cuda else (lambda: None)
+
+    # Cold call: the first ever call of this variant.  Warnings are captured
+    # because SDPA explains there why a backend was refused.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            sync()
+            t0 = time.perf_counter()
+            out = forward()
+            sync()
+            cold_us = (time.perf_counter() - t0) * 1e6
+        finally:
+            captured.extend(str(w.message) for w in caught)
+    run["phase"] = "warmup"
+
+    for _ in range(args.warmup):
+        out = forward()
+    sync()
+    run["phase"] = "timing"
+
+    host_us = []
+    if is_cuda:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(args.reps)]
+        for rep in range(args.reps):
+            starts[rep].record()
+            h0 = time.perf_counter()
+            out = forward()
+            host_us.append((time.perf_counter() - h0) * 1e6)
+            ends[rep].record()
+        torch.cuda.synchronize()
+        dev_us = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+    else:
+        for _ in range(args.reps):
+            h0 = time.perf_counter()
+            out = forward()
+            host_us.append((time.perf_counter() - h0) * 1e6)
+        dev_us = list(host_us)  # on the CPU the call is synchronous
+    run["forward"] = {
+        "cold_us": cold_us,
+        "gpu_us": summarize_us(dev_us),
+        "host_us": summarize_us(host_us, with_samples=False),
+    }
+    run["phase"] = "memory"
+
+    # One forward for the peak-memory delta; its output is also validated.
+    out = None
+    gc.collect()
+    inputs_bytes = run["memory"]["inputs_bytes"]
+    if is_cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        out = forward()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+    else:
+        out = forward()
+        peak = None
+    run["memory"] = {
+        "peak_allocated_bytes": peak,
+        "inputs_bytes": inputs_bytes,
+        "output_bytes": out.numel() * out.element_size(),
+    }
+    run["phase"] = "validation"
+    run["validation"] = validate(out, rows, rows_dev, ref, tol, rows_total)
+    out = None
+    run["phase"] = "profile"
+
+    try:
+        dispatches, kpf, copies, warning = profile_forward(forward, is_cuda)
+        run["dispatches"], run["kernels_per_forward"], run["copies"] = dispatches, kpf, copies
+        if warning:
+            run["_warnings"].append(warning)
+    except Exception as e:  # noqa: BLE001 - profiler problems must not stop the run
+        run["_warnings"].append(f"profiler failed: {type(e).__name__}: {truncate(e, 300)}")
+        run["dispatches"], run["kernels_per_forward"], run["copies"] = [], None, []
+
+
+def run_variant(variant, forward, is_cuda, args, rows, rows_dev, ref, tol, rows_total, inputs_bytes):
+    """Run one variant and return its result dict (never raises on torch errors)."""
+    run = {
+        "variant": variant,
+        "backend": "pytorch",
+        "status": "ok",
+        "reason": None,
+        "dispatches": [],
+        "kernels_per_forward": None,
+        "copies": [],
+        "forward": None,
+        "memory": {"peak_allocated_bytes": None, "inputs_bytes": inputs_bytes, "output_bytes": None},
+        "validation": None,
+        "phase": "cold",  # internal: where a failure happened
+        "_warnings": [],  # internal: moved to the report's warnings list
+    }
+    reason = unsupported_reason(variant, is_cuda)
+    if reason is not None:
+        run["status"], run["reason"] = "unsupported", reason
+    else:
+        captured = []
+        failure = None
+        try:
+            with kernel_context(variant):
+                measure(run, forward, is_cuda, args, rows, rows_dev, ref, tol, rows_total, captured)
+        except Exception as e:  # noqa: BLE001
+            message = f"{type(e).__name__}: {e}" if not isinstance(e, RuntimeError) else str(e)
+            if is_oom(e):
+                failure = ("error", f"out of memory in {run['phase']}: {message}")
+            elif isinstance(e, RuntimeError) and variant in SDPA_BACKENDS and run["phase"] == "cold":
+                # PyTorch's message is only "No available kernel. Aborting
+                # execution."; the reason is in the warnings SDPA printed.
+                why = explanatory_warnings(captured)
+                failure = ("unsupported", message + (" -- " + " | ".join(why) if why else ""))
+            else:
+                failure = ("error", f"{run['phase']}: {message}")
+        if failure is not None:
+            run["status"], run["reason"] = failure[0], truncate(failure[1])
+        # Warnings of the cold call (SDPA's "why not this kernel" reasons and
+        # anything else), without SDPA's headers, deduplicated and bounded.
+        for msg in explanatory_warnings(captured)[:MAX_CAPTURED_WARNINGS]:
+            run["_warnings"].append(truncate(msg))
+    # `forward` and any exception traceback are gone now; release their memory.
+    free_device_memory(is_cuda)
+    return run
+
+
+# ---------------------------------------------------------------------------
+# One grid point
+# ---------------------------------------------------------------------------
+
+
+def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_cfg, top_warnings):
+    """Run all requested variants for one (shape, dtype); return the report dict."""
+    B, H, N, D = shape
+    dtype = torch_dtype(dtype_name)
+    scale = args.scale if args.scale is not None else 1.0 / math.sqrt(D)
+    causal = bool(args.causal)
+    tol = TOLERANCES[dtype_name]
+    report_warnings = list(top_warnings)
+
+    # Inputs: rounded to dtype on the CPU; the reference uses exactly these.
+    q_c, k_c, v_c = make_inputs(shape, args.seed, dtype, host_inputs)
+    rows = select_rows(B, H, N, args.seed)
+    ref = reference_rows(q_c, k_c, v_c, rows, scale, causal)
+    q, k, v = (t.to(device) for t in (q_c, k_c, v_c))
+    del q_c, k_c, v_c
+    rows_dev = [torch.from_numpy(np.ascontiguousarray(rows[:, j])).to(device) for j in range(3)]
+    inputs_bytes = sum(t.numel() * t.element_size() for t in (q, k, v))
+
+    # Causal mask for the naive variants, built once outside any timed region.
+    mask = torch.triu(torch.ones(N, N, dtype=torch.bool, device=device), diagonal=1) if causal else None
+    if is_cuda:
+        torch.cuda.synchronize()
+
+    runs = []
+    for variant in args.variant_list:
+        forward = make_forward(variant, q, k, v, mask, scale, causal)
+        run = run_variant(
+            variant, forward, is_cuda, args, rows, rows_dev, ref, tol, B * H * N, inputs_bytes
+        )
+        del forward
+        free_device_memory(is_cuda)
+        for w in run.pop("_warnings"):
+            report_warnings.append(f"{variant}: {w}")
+        run.pop("phase")
+        runs.append(run)
+
+    del q, k, v, mask, rows_dev
+    free_device_memory(is_cuda)
+
+    config = dict(precision_cfg)
+    config.update(
+        {
+            "device": str(device),
+            "cuda_available": bool(torch.cuda.is_available()),
+            "timer": "cuda_event" if is_cuda else "perf_counter",
+            "cold_timer": "perf_counter around one call, synchronized before and after; "
+            "the first call of the variant in this process, CUDA context and cuBLAS already initialised",
+            "host_timer": "perf_counter around the launch, no synchronize",
+            "inputs": (
+                f"npy:{os.path.abspath(args.inputs)}"
+                if args.inputs
+                else "torch.Generator(cpu).manual_seed(seed); q,k,v uniform [-1,1) float32, cast to dtype"
+            ),
+            "naive_mask": "torch.triu(ones(N,N,bool), diagonal=1), True = blocked" if causal else None,
+            "sdpa_api": "torch.nn.attention.sdpa_kernel",
+            "tolerances": TOLERANCES,
+            "validation_rows": (
+                f"seeded (numpy default_rng(seed)) random subset of at most {MAX_RANDOM_ROWS} "
+                "(b,h,i) rows plus rows 0 and N-1 of (b,h)=(0,0); float64 CPU reference"
+            ),
+            "nan_inf_scope": "whole output tensor",
+        }
+    )
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": TOOL_NAME,
+        "command": shlex.join(["python3"] + sys.argv),
+        "seed": args.seed,
+        "versions": versions_info(),
+        "adapter": adapter_info(device, is_cuda),
+        "problem": {
+            "batch": B,
+            "heads": H,
+            "seq": N,
+            "head_dim": D,
+            "causal": causal,
+            "scale": float(scale),
+            "dtype": dtype_name,
+        },
+        "timing": {"warmup": args.warmup, "reps": args.reps},
+        "config": config,
+        "runs": runs,
+        "warnings": report_warnings,
+    }
+
+
+def point_file_name(B, H, N, D, dtype_name, causal):
+    return f"torch_B{B}_H{H}_N{N}_D{D}_{dtype_name}_{'causal' if causal else 'noncausal'}.json"
+
+
+def fmt_us(value):
+    return "-" if value is None else f"{value:.1f}"
+
+
+def print_table(report):
+    """Print a short per-variant summary of one grid point."""
+    p = report["problem"]
+    print(
+        f"\n== B={p['batch']} H={p['heads']} N={p['seq']} D={p['head_dim']} "
+        f"{p['dtype']} {'causal' if p['causal'] else 'non-causal'} on "
+        f"{report['adapter']['name']} ({report['config']['timer']})"
+    )
+    header = f"{'variant':<14} {'status':<11} {'median_us':>10} {'p10':>10} {'p90':>10} " \
+             f"{'kern/fwd':>8} {'verdict':<7} reason"
+    print(header)
+    print("-" * len(header))
+    for run in report["runs"]:
+        gpu = (run.get("forward") or {}).get("gpu_us") or {}
+        verdict = (run.get("validation") or {}).get("verdict") or "-"
+        kpf = run.get("kernels_per_forward")
+        reason = (run.get("reason") or "").replace("\n", " ")
+        print(
+            f"{run['variant']:<14} {run['status']:<11} {fmt_us(gpu.get('median')):>10} "
+            f"{fmt_us(gpu.get('p10')):>10} {fmt_us(gpu.get('p90')):>10} "
+            f"{('-' if kpf is None else str(kpf)):>8} {verdict:<7} {truncate(reason, 60)}"
+        )
+    sys.stdout.flush()
+
+
+# ---------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    parser = args._parser
+
+    if torch is None:
+        print(
+            "error: PyTorch is not installed (import torch failed); "
+            "torch_sdpa.py needs torch and numpy",
+            file=sys.stderr,
+        )
+        return 1
+    if np is None:
+        print("error: numpy is not installed; torch_sdpa.py needs torch and numpy", file=sys.stderr)
+        return 1
+
+    device, is_cuda, note = pick_device(args.device)
+    if device is None:
+        print(f"error: {note}", file=sys.stderr)
+        return 1
+    top_warnings = [note] if note else []
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
+
+    # Problem shape: from --inputs when given, else from the flags / defaults.
+    host_inputs = None
+    if args.inputs:
+        try:
+            host_inputs = load_npy_inputs(args.inputs)
+        except (OSError, ValueError) as e:
+            print(f"error: --inputs {args.inputs}: {e}", file=sys.stderr)
+            return 1
+        B, H, N, D = host_inputs["q"].shape
+        given = {"batch": args.batch, "heads": args.heads, "head_dim": args.head_dim}
+        actual = {"batch": B, "heads": H, "head_dim": D}
+        for key, value in given.items():
+            if value is not None and value != actual[key]:
+                parser.error(f"--{key.replace('_', '-')} {value} does not match --inputs shape {actual[key]}")
+        if args.seq_list is not None and args.seq_list != [N]:
+            parser.error(f"--seq {args.seq} does not match --inputs shape N={N}")
+        seqs = [N]
+    else:
+        B = args.batch or DEFAULTS["batch"]
+        H = args.heads or DEFAULTS["heads"]
+        D = args.head_dim or DEFAULTS["head_dim"]
+        seqs = args.seq_list or [DEFAULTS["seq"]]
+
+    grid = [(n, dt) for n in seqs for dt in args.dtype_list]
+    if args.json and len(grid) > 1:
+        parser.error("--json takes one grid point; use --json-dir for several --seq/--dtype values")
+
+    precision_cfg = configure_precision()
+    if is_cuda:
+        # Create the CUDA context and the cuBLAS handles outside any timing, so
+        # that every variant's cold call means the same thing: its first call
+        # in a process whose CUDA context and BLAS library are already up.
+        torch.cuda.init()
+        for dtype_name in args.dtype_list:
+            a = torch.ones(64, 64, device=device, dtype=torch_dtype(dtype_name))
+            (a @ a).sum().item()
+        del a
+        torch.cuda.synchronize()
+
+    for n, dtype_name in grid:
+        report = run_point(
+            args, device, is_cuda, (B, H, n, D), dtype_name, host_inputs, precision_cfg, top_warnings
+        )
+        print_table(report)
+        if args.json:
+            write_json_atomic(args.json, report)
+            print(f"wrote {args.json}")
+        if args.json_dir:
+            path = os.path.join(args.json_dir, point_file_name(B, H, n, D, dtype_name, args.causal))
+            write_json_atomic(path, report)
+            print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
