@@ -1,4 +1,7 @@
-//! `tiled`: one fused dispatch, FlashAttention-2 style (kernel: shaders/tiled.wgsl).
+//! `tiled`: one fused dispatch, FlashAttention-2 style. Two kernels:
+//! - shaders/tiled_rt.wgsl, register-tiled (a 4 x 4 score tile and a 4 x 16 output tile per thread),
+//!   for D <= 64 on adapters with >= 31232 bytes of workgroup storage: the fast one;
+//! - shaders/tiled.wgsl, one query row per thread, for any D up to 256 and small workgroup storage.
 //!
 //! The host picks the `override` constants: BR query rows per workgroup (one thread each), the
 //! largest whose workgroup storage fits the adapter's `max_compute_workgroup_storage_size`;
@@ -14,9 +17,14 @@ const BR_CANDIDATES: &[u32] = &[64, 32, 16, 8, 4];
 /// Keys per staged block: fixed in tiled.wgsl (four named vec4 score registers).
 pub const BC: u32 = 16;
 
+/// Workgroup storage of tiled_rt.wgsl (its header comment derives it).
+pub const RT_STORAGE: u64 = 31232;
+
 /// Tile configuration of the fused kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TileConfig {
+    /// True for the register-tiled kernel (tiled_rt.wgsl), false for one row per thread.
+    pub register_tiled: bool,
     pub br: u32,
     pub bc: u32,
     pub d4: u32,
@@ -26,6 +34,9 @@ pub struct TileConfig {
 impl TileConfig {
     /// Workgroup storage in bytes: qs + os (BR rows) + ks + vs (BC rows), DP vec4 each, + inv_l.
     pub fn storage_bytes(&self) -> u64 {
+        if self.register_tiled {
+            return RT_STORAGE;
+        }
         (2 * self.br as u64 + 2 * self.bc as u64) * self.dp as u64 * 16 + 4 * self.br as u64
     }
 }
@@ -34,8 +45,27 @@ impl TileConfig {
 pub fn choose(head_dim: u32, caps: &AdapterCaps) -> Result<TileConfig, String> {
     let d4 = head_dim.div_ceil(4);
     let dp = d4 | 1;
+    if head_dim <= 64
+        && RT_STORAGE <= caps.max_workgroup_storage as u64
+        && caps.max_invocations_per_workgroup >= 64
+        && caps.max_workgroup_size_x >= 64
+    {
+        return Ok(TileConfig {
+            register_tiled: true,
+            br: 64,
+            bc: BC,
+            d4,
+            dp: 17,
+        });
+    }
     for &br in BR_CANDIDATES {
-        let cfg = TileConfig { br, bc: BC, d4, dp };
+        let cfg = TileConfig {
+            register_tiled: false,
+            br,
+            bc: BC,
+            d4,
+            dp,
+        };
         if cfg.storage_bytes() <= caps.max_workgroup_storage as u64
             && br <= caps.max_invocations_per_workgroup
             && br <= caps.max_workgroup_size_x
@@ -44,6 +74,7 @@ pub fn choose(head_dim: u32, caps: &AdapterCaps) -> Result<TileConfig, String> {
         }
     }
     let smallest = TileConfig {
+        register_tiled: false,
         br: 4,
         bc: BC,
         d4,
@@ -93,11 +124,18 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     let reads = qkv + bh * kv_rows * d * e * 2;
     let flops = bh * pairs * d * 4;
     let params = Params::new(heads, p.seq, p.head_dim, p.causal, p.scale);
-    let overrides = vec![
-        ("BR".to_string(), cfg.br as f64),
-        ("D4".to_string(), cfg.d4 as f64),
-        ("DP".to_string(), cfg.dp as f64),
-    ];
+    let (shader, overrides) = if cfg.register_tiled {
+        (shader!("tiled_rt.wgsl"), vec![])
+    } else {
+        (
+            shader!("tiled.wgsl"),
+            vec![
+                ("BR".to_string(), cfg.br as f64),
+                ("D4".to_string(), cfg.d4 as f64),
+                ("DP".to_string(), cfg.dp as f64),
+            ],
+        )
+    };
     let bind = |b: &str, a| BindingDecl {
         buffer: b.into(),
         access: a,
@@ -132,9 +170,9 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         ],
         dispatches: vec![Dispatch {
             name: "attention".into(),
-            shader: shader!("tiled.wgsl"),
+            shader,
             entry: "main",
-            overrides: overrides.clone(),
+            overrides,
             params,
             bindings: vec![
                 bind("Q", Access::Read),
@@ -160,10 +198,14 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         }],
         output: "O".into(),
         config: {
-            let mut c = overrides;
-            c.push(("BC".into(), cfg.bc as f64));
-            c.push(("workgroup_storage_bytes".into(), cfg.storage_bytes() as f64));
-            c
+            vec![
+                ("register_tiled".into(), cfg.register_tiled as u8 as f64),
+                ("BR".into(), cfg.br as f64),
+                ("BC".into(), cfg.bc as f64),
+                ("D4".into(), cfg.d4 as f64),
+                ("DP".into(), cfg.dp as f64),
+                ("workgroup_storage_bytes".into(), cfg.storage_bytes() as f64),
+            ]
         },
         notes: vec![
             "the N x N score matrix never reaches device memory".into(),

@@ -1,0 +1,193 @@
+// tiled_rt.wgsl — fused attention, register-tiled (the `tiled` variant's kernel for D <= 64).
+//
+// FlashAttention-2 structure as in tiled.wgsl (online softmax, N x N never in device memory, key
+// blocks above the diagonal skipped when causal), but the work of a block is spread like a matrix
+// product instead of one row per thread: a workgroup of 64 threads owns BR = 64 query rows; thread
+// (ty, tx) = (t / 4, t % 4) owns rows ty + 16r (r = 0..3) and, of each block of BC = 16 keys, keys
+// tx + 4c (c = 0..3): a 4 x 4 tile of scores in registers (s0..s3). For P x V it owns the same 4
+// rows and the output columns 4*(tx + 4h) .. +3 (h = 0..3): a 4 x 16 tile of O in registers.
+// Every workgroup load feeds 8 multiply-adds (4 vec4 of Q and 4 vec4 of K give 16 dot4 products).
+// Rows and keys are interleaved (ty + 16r, tx + 4c) so that the threads of a warp read consecutive
+// rows of the padded workgroup arrays: no bank conflicts.
+//
+// Row statistics: each thread reduces its 4 keys per row, the 4 threads sharing rows combine their
+// partial maxima through `part`; the running sum l stays partial per thread (each rescales its own
+// share by alpha) and is combined once at the end.
+// Workgroup storage: (64 + 16 + 16) * 17 * 16 + 16 * 16 * 16 + 64 * 16 = 31232 bytes.
+
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read_write> o: array<f32>;
+
+const BR: u32 = 64u;
+const BC: u32 = 16u;
+const P: u32 = 17u;        // row pitch in vec4: 16 columns (D <= 64) + 1 against bank conflicts
+const LOG2E: f32 = 1.4426950408889634;
+
+var<workgroup> qs: array<vec4<f32>, 1088>;  // BR * P: Q rows, pre-scaled by scale * log2(e)
+var<workgroup> ks: array<vec4<f32>, 272>;   // BC * P
+var<workgroup> vs: array<vec4<f32>, 272>;   // BC * P
+var<workgroup> pt: array<vec4<f32>, 256>;   // [key][ty]: probabilities of rows ty + 16r, as vec4 over r
+var<workgroup> part: array<vec4<f32>, 64>;  // [t]: per-thread partial row maxima / sums
+
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let n = params.seq;
+    let d = params.head_dim;
+    let head = wg.y;
+    let i0 = wg.x * BR;
+    let base = head * n * d;
+    let causal = params.causal != 0u;
+    let ninf = neg_inf();
+    let ty = t / 4u;
+    let tx = t % 4u;
+    let d4 = (d + 3u) / 4u;
+    let rows = vec4<u32>(i0 + ty, i0 + ty + 16u, i0 + ty + 32u, i0 + ty + 48u);
+
+    // Stage Q (scaled), zero-padded to 64 columns. Consecutive threads read consecutive d.
+    let qscale = params.scale * LOG2E;
+    for (var e = t; e < BR * 64u; e += 64u) {
+        let r = e / 64u;
+        let c = e % 64u;
+        var x = 0.0;
+        if (i0 + r < n && c < d) {
+            x = q[base + (i0 + r) * d + c] * qscale;
+        }
+        qs[r * P + c / 4u][c % 4u] = x;
+    }
+
+    var m = vec4<f32>(ninf);   // running max per row (base 2)
+    var l = vec4<f32>(0.0);    // this thread's share of the running sum per row
+    var o00 = vec4<f32>(0.0); var o01 = vec4<f32>(0.0); var o02 = vec4<f32>(0.0); var o03 = vec4<f32>(0.0);
+    var o10 = vec4<f32>(0.0); var o11 = vec4<f32>(0.0); var o12 = vec4<f32>(0.0); var o13 = vec4<f32>(0.0);
+    var o20 = vec4<f32>(0.0); var o21 = vec4<f32>(0.0); var o22 = vec4<f32>(0.0); var o23 = vec4<f32>(0.0);
+    var o30 = vec4<f32>(0.0); var o31 = vec4<f32>(0.0); var o32 = vec4<f32>(0.0); var o33 = vec4<f32>(0.0);
+
+    var kv_end = n;
+    if (causal) {
+        kv_end = min(n, i0 + BR);
+    }
+    for (var j0 = 0u; j0 < kv_end; j0 += BC) {
+        // The previous block's K, V and P must be consumed before they are overwritten.
+        workgroupBarrier();
+        for (var e = t; e < BC * 64u; e += 64u) {
+            let r = e / 64u;
+            let c = e % 64u;
+            var kx = 0.0;
+            var vx = 0.0;
+            if (j0 + r < n && c < d) {
+                kx = k[base + (j0 + r) * d + c];
+                vx = v[base + (j0 + r) * d + c];
+            }
+            ks[r * P + c / 4u][c % 4u] = kx;
+            vs[r * P + c / 4u][c % 4u] = vx;
+        }
+        workgroupBarrier();
+
+        // S tile: s<r>[c] = score of row ty + 16r with key tx + 4c.
+        var s0 = vec4<f32>(0.0);
+        var s1 = vec4<f32>(0.0);
+        var s2 = vec4<f32>(0.0);
+        var s3 = vec4<f32>(0.0);
+        for (var c4 = 0u; c4 < d4; c4++) {
+            let q0 = qs[ty * P + c4];
+            let q1 = qs[(ty + 16u) * P + c4];
+            let q2 = qs[(ty + 32u) * P + c4];
+            let q3 = qs[(ty + 48u) * P + c4];
+            let k0 = ks[tx * P + c4];
+            let k1 = ks[(tx + 4u) * P + c4];
+            let k2 = ks[(tx + 8u) * P + c4];
+            let k3 = ks[(tx + 12u) * P + c4];
+            s0 += vec4<f32>(dot(q0, k0), dot(q0, k1), dot(q0, k2), dot(q0, k3));
+            s1 += vec4<f32>(dot(q1, k0), dot(q1, k1), dot(q1, k2), dot(q1, k3));
+            s2 += vec4<f32>(dot(q2, k0), dot(q2, k1), dot(q2, k2), dot(q2, k3));
+            s3 += vec4<f32>(dot(q3, k0), dot(q3, k1), dot(q3, k2), dot(q3, k3));
+        }
+        let keys = vec4<u32>(j0 + tx, j0 + tx + 4u, j0 + tx + 8u, j0 + tx + 12u);
+        s0 = mask_row(s0, keys, rows.x, n, causal, ninf);
+        s1 = mask_row(s1, keys, rows.y, n, causal, ninf);
+        s2 = mask_row(s2, keys, rows.z, n, causal, ninf);
+        s3 = mask_row(s3, keys, rows.w, n, causal, ninf);
+
+        // Row maxima: this thread's 4 keys, then the 4 threads that share the rows.
+        part[t] = vec4<f32>(max4(s0), max4(s1), max4(s2), max4(s3));
+        workgroupBarrier();
+        let g = ty * 4u;
+        let m_new = max(max(m, part[g]), max(part[g + 1u], max(part[g + 2u], part[g + 3u])));
+        // A row that has seen no allowed key yet keeps m = -inf, alpha = 1 and adds nothing.
+        let live = m_new > vec4<f32>(ninf);
+        let alpha = select(vec4<f32>(1.0), exp2(m - m_new), live);
+        s0 = select(vec4<f32>(0.0), exp2(s0 - m_new.x), live.x);
+        s1 = select(vec4<f32>(0.0), exp2(s1 - m_new.y), live.y);
+        s2 = select(vec4<f32>(0.0), exp2(s2 - m_new.z), live.z);
+        s3 = select(vec4<f32>(0.0), exp2(s3 - m_new.w), live.w);
+        let one = vec4<f32>(1.0);
+        l = l * alpha + vec4<f32>(dot(s0, one), dot(s1, one), dot(s2, one), dot(s3, one));
+        m = m_new;
+        pt[tx * 16u + ty] = vec4<f32>(s0.x, s1.x, s2.x, s3.x);
+        pt[(tx + 4u) * 16u + ty] = vec4<f32>(s0.y, s1.y, s2.y, s3.y);
+        pt[(tx + 8u) * 16u + ty] = vec4<f32>(s0.z, s1.z, s2.z, s3.z);
+        pt[(tx + 12u) * 16u + ty] = vec4<f32>(s0.w, s1.w, s2.w, s3.w);
+        workgroupBarrier();
+
+        // O tile += P x V (after rescaling by alpha).
+        o00 *= alpha.x; o01 *= alpha.x; o02 *= alpha.x; o03 *= alpha.x;
+        o10 *= alpha.y; o11 *= alpha.y; o12 *= alpha.y; o13 *= alpha.y;
+        o20 *= alpha.z; o21 *= alpha.z; o22 *= alpha.z; o23 *= alpha.z;
+        o30 *= alpha.w; o31 *= alpha.w; o32 *= alpha.w; o33 *= alpha.w;
+        for (var j = 0u; j < BC; j++) {
+            let p = pt[j * 16u + ty];
+            let v0 = vs[j * P + tx];
+            let v1 = vs[j * P + tx + 4u];
+            let v2 = vs[j * P + tx + 8u];
+            let v3 = vs[j * P + tx + 12u];
+            o00 += p.x * v0; o01 += p.x * v1; o02 += p.x * v2; o03 += p.x * v3;
+            o10 += p.y * v0; o11 += p.y * v1; o12 += p.y * v2; o13 += p.y * v3;
+            o20 += p.z * v0; o21 += p.z * v1; o22 += p.z * v2; o23 += p.z * v3;
+            o30 += p.w * v0; o31 += p.w * v1; o32 += p.w * v2; o33 += p.w * v3;
+        }
+    }
+
+    // Combine the 4 partial sums of each row; a row with no allowed key returns 0 (SDPA's way).
+    workgroupBarrier();
+    part[t] = l;
+    workgroupBarrier();
+    let g = ty * 4u;
+    let lsum = part[g] + part[g + 1u] + part[g + 2u] + part[g + 3u];
+    let inv = select(vec4<f32>(0.0), vec4<f32>(1.0) / lsum, lsum > vec4<f32>(0.0));
+    store4(base, rows.x, tx, d, n, o00 * inv.x, o01 * inv.x, o02 * inv.x, o03 * inv.x);
+    store4(base, rows.y, tx, d, n, o10 * inv.y, o11 * inv.y, o12 * inv.y, o13 * inv.y);
+    store4(base, rows.z, tx, d, n, o20 * inv.z, o21 * inv.z, o22 * inv.z, o23 * inv.z);
+    store4(base, rows.w, tx, d, n, o30 * inv.w, o31 * inv.w, o32 * inv.w, o33 * inv.w);
+}
+
+// Scores of one row against keys `keys`, with -inf where the key is past N or above the diagonal.
+fn mask_row(s: vec4<f32>, keys: vec4<u32>, i: u32, n: u32, causal: bool, ninf: f32) -> vec4<f32> {
+    let allowed = (keys < vec4<u32>(n)) & ((keys <= vec4<u32>(i)) | vec4<bool>(!causal));
+    return select(vec4<f32>(ninf), s, allowed);
+}
+
+fn max4(x: vec4<f32>) -> f32 {
+    return max(max(x.x, x.y), max(x.z, x.w));
+}
+
+// Writes output row i, columns 4*(tx + 4h) .. +3 for h = 0..3, skipping what lies past N or D.
+fn store4(base: u32, i: u32, tx: u32, d: u32, n: u32, a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, e: vec4<f32>) {
+    if (i >= n) {
+        return;
+    }
+    let row = base + i * d;
+    store_vec(row, (tx) * 4u, d, a);
+    store_vec(row, (tx + 4u) * 4u, d, b);
+    store_vec(row, (tx + 8u) * 4u, d, c);
+    store_vec(row, (tx + 12u) * 4u, d, e);
+}
+
+fn store_vec(row: u32, col: u32, d: u32, x: vec4<f32>) {
+    for (var c = 0u; c < 4u; c++) {
+        if (col + c < d) {
+            o[row + col + c] = x[c];
+        }
+    }
+}
