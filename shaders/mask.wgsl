@@ -10,14 +10,25 @@
 // trace keeps its shape; `copy` with no mask is still a full copy, as masked_fill with an all-False
 // mask would be.
 
-@group(0) @binding(1) var<storage, read_write> s: array<f32>;
-@group(0) @binding(2) var<storage, read_write> s_out: array<f32>;
+// Both kernels move one vec4 per thread (buffers are padded to 16 bytes by the runner).
 
-fn blocked(idx: u32) -> bool {
+@group(0) @binding(1) var<storage, read_write> s: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> s_out: array<vec4<f32>>;
+
+fn total4() -> u32 {
+    return (params.heads * params.seq * params.seq + 3u) / 4u;
+}
+
+// Which of the 4 elements starting at flat index f are above the diagonal (causal only).
+fn blocked4(f: u32) -> vec4<bool> {
+    if (params.causal == 0u) {
+        return vec4<bool>(false);
+    }
     let n = params.seq;
-    let j = idx % n;
-    let i = (idx / n) % n;
-    return params.causal != 0u && j > i;
+    let e = vec4<u32>(f) + vec4<u32>(0u, 1u, 2u, 3u);
+    let j = e % vec4<u32>(n);
+    let i = (e / vec4<u32>(n)) % vec4<u32>(n);
+    return j > i;
 }
 
 @compute @workgroup_size(256, 1, 1)
@@ -26,9 +37,8 @@ fn copy(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) li: u32,
 ) {
-    let total = params.heads * params.seq * params.seq;
     let idx = linear_group(wg, nwg) * 256u + li;
-    if (idx < total) {
+    if (idx < total4()) {
         s_out[idx] = s[idx];
     }
 }
@@ -39,9 +49,14 @@ fn in_place(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) li: u32,
 ) {
-    let total = params.heads * params.seq * params.seq;
     let idx = linear_group(wg, nwg) * 256u + li;
-    if (idx < total && blocked(idx)) {
-        s[idx] = neg_inf();
+    if (idx >= total4()) {
+        return;
+    }
+    let b = blocked4(idx * 4u);
+    if (all(b)) {
+        s[idx] = vec4<f32>(neg_inf());          // wholly above the diagonal: write, no read
+    } else if (any(b)) {
+        s[idx] = select(s[idx], vec4<f32>(neg_inf()), b); // straddles it: read-modify-write
     }
 }

@@ -1,5 +1,5 @@
 //! Every variant against the f64 reference on the test adapter: causal and not, N in
-//! {1, 7, 33, 64, 100}, D in {16, 64, 96}, B*H = 2 (B=1, H=2) and 3 (B=3, H=1), with wgpu's injected
+//! {1, 7, 33, 64, 100}, D in {5, 16, 64, 96}, B*H = 2 (B=1, H=2) and 3 (B=3, H=1), with wgpu's injected
 //! shader bounds checks on and off.
 
 mod common;
@@ -10,8 +10,9 @@ use attn_wgpu::run::run_variant;
 use attn_wgpu::validate::Verdict;
 
 const SEQS: [u32; 5] = [1, 7, 33, 64, 100];
-/// 16 and 64 run the register-tiled fused kernel, 96 the row-per-thread one.
-const DIMS: [u32; 3] = [16, 64, 96];
+/// 5, 16 and 64 run the register-tiled fused kernel, 96 the row-per-thread one; 5 is not a
+/// multiple of 4 (partial vec4 columns).
+const DIMS: [u32; 4] = [5, 16, 64, 96];
 
 /// Runs `variant` over the whole grid, with wgpu's shader bounds checks on and off, and fails with
 /// the list of every failing case.
@@ -50,7 +51,7 @@ fn check_variant(variant: &str, expected_dispatches: usize) {
             }
         }
     }
-    assert_eq!(cases, 60);
+    assert_eq!(cases, 80);
     assert!(
         failures.is_empty(),
         "{variant} failed:\n{}",

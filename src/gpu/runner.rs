@@ -223,7 +223,8 @@ impl<'g> Runner<'g> {
                 .map(|b| {
                     let buf = gpu.device.create_buffer(&wgpu::BufferDescriptor {
                         label: Some(&b.name),
-                        size: b.bytes.max(4).next_multiple_of(4),
+                        // Padded to 16 bytes so vec4 kernels may touch the last, partial vec4.
+                        size: b.bytes.max(16).next_multiple_of(16),
                         usage: wgpu::BufferUsages::STORAGE
                             | wgpu::BufferUsages::COPY_DST
                             | wgpu::BufferUsages::COPY_SRC,
@@ -324,7 +325,8 @@ impl<'g> Runner<'g> {
         if reps.iter().any(|r| r.gpu_span_us.is_none()) && gpu.caps.timestamps {
             warnings.push("some forwards returned no timestamps".into());
         }
-        let output = self.read_back(&prepared.buffers[&plan.output])?;
+        let out_bytes = plan.buffer(&plan.output).map_or(0, |b| b.bytes);
+        let output = self.read_back(&prepared.buffers[&plan.output], out_bytes)?;
         Ok(Measurement {
             cold,
             warmup,
@@ -409,9 +411,12 @@ impl<'g> Runner<'g> {
         })
     }
 
-    fn read_back(&self, src: &wgpu::Buffer) -> Result<Vec<f32>> {
+    /// Reads the first `bytes` bytes of `src` (the buffer itself is padded to 16 bytes).
+    fn read_back(&self, src: &wgpu::Buffer, bytes: u64) -> Result<Vec<f32>> {
         let gpu = self.gpu;
-        let size = src.size();
+        let size = bytes
+            .next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
+            .min(src.size());
         let staging = gpu.scoped("reading the output back", || {
             let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("readback"),
@@ -449,7 +454,7 @@ impl<'g> Runner<'g> {
             stage: "mapping the output".into(),
             message: e.to_string(),
         })?;
-        let out: Vec<f32> = bytemuck::cast_slice(&data).to_vec();
+        let out: Vec<f32> = bytemuck::cast_slice(&data[..bytes as usize]).to_vec();
         drop(data);
         staging.unmap();
         Ok(out)

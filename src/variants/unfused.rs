@@ -59,7 +59,7 @@ fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String
     let tiles = check_grid("N / 128 tiles", n.div_ceil(QK_TILE), caps)?;
     let params = Params::new(heads, p.seq, p.head_dim, p.causal, p.scale);
     let max_dim = caps.max_workgroups_per_dimension;
-    let ew_grid = grid_2d(nn.div_ceil(EW_WG), max_dim);
+    let ew_grid = grid_2d(nn.div_ceil(4).div_ceil(EW_WG), max_dim); // one vec4 per thread
     let softmax_grid = grid_2d(bh * n, max_dim);
 
     let mut buffers = vec![
