@@ -1,30 +1,29 @@
-// softmax.wgsl — P = softmax(S) along each row, in place, numerically stable (max subtracted).
+// softmax.wgsl — P = softmax(S) along each row, in place, numerically stable.
 //
-// One workgroup per row: read the row once for the max, once for the sum of exponentials, once to
-// write; rows of N <= a few thousand stay in L1/L2 between the passes, so device memory sees about
-// one read and one write of S. A row whose entries are all -inf gives NaN (0/0), as a plain softmax
+// One workgroup of 256 threads per row, two passes over the row:
+//  1. each thread keeps an online (max m, sum l of exp(x - m)) over its strided elements; one
+//     workgroup reduction combines the pairs: M = max(m1, m2), L = l1·e^(m1-M) + l2·e^(m2-M);
+//  2. each thread writes exp(x - M) / L.
+// Device memory sees one read and one write of S (the second read of a row hits the cache), and one
+// reduction instead of two. A row whose entries are all -inf gives NaN (0/0), as a plain softmax
 // does: this kernel does *not* protect fully-masked rows (the `math` path does).
 
 @group(0) @binding(1) var<storage, read_write> s: array<f32>;
 
 const WG: u32 = 256u;
-var<workgroup> red: array<f32, WG>;
+var<workgroup> red_m: array<f32, WG>;
+var<workgroup> red_l: array<f32, WG>;
 
-// Tree reduction over the workgroup; `is_max` picks max or sum. Every thread gets the result.
-fn reduce(li: u32, x: f32, is_max: bool) -> f32 {
-    red[li] = x;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
-        if (li < stride) {
-            let a = red[li];
-            let b = red[li + stride];
-            red[li] = select(a + b, max(a, b), is_max);
-        }
-        workgroupBarrier();
+// Adds (m2, l2) into (m1, l1); a side with m = -inf holds nothing and is skipped.
+fn combine(m1: f32, l1: f32, m2: f32, l2: f32, ninf: f32) -> vec2<f32> {
+    if (m2 == ninf) {
+        return vec2<f32>(m1, l1);
     }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
+    if (m1 == ninf) {
+        return vec2<f32>(m2, l2);
+    }
+    let m = max(m1, m2);
+    return vec2<f32>(m, l1 * exp(m1 - m) + l2 * exp(m2 - m));
 }
 
 @compute @workgroup_size(256, 1, 1)
@@ -35,28 +34,32 @@ fn main(
 ) {
     let n = params.seq;
     let row = linear_group(wg, nwg);
-    // Uniform across the workgroup, so the barriers inside reduce() stay in uniform control flow.
+    // Uniform across the workgroup, so the barriers below stay in uniform control flow.
     let live = row < params.heads * n;
     let base = row * n;
+    let ninf = neg_inf();
 
-    var m = neg_inf();
+    var ml = vec2<f32>(ninf, 0.0);
     if (live) {
         for (var j = li; j < n; j += WG) {
-            m = max(m, s[base + j]);
+            ml = combine(ml.x, ml.y, s[base + j], 1.0, ninf);
         }
     }
-    m = reduce(li, m, true);
-
-    var sum = 0.0;
-    if (live) {
-        for (var j = li; j < n; j += WG) {
-            sum += exp(s[base + j] - m);
+    red_m[li] = ml.x;
+    red_l[li] = ml.y;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
+        if (li < stride) {
+            let c = combine(red_m[li], red_l[li], red_m[li + stride], red_l[li + stride], ninf);
+            red_m[li] = c.x;
+            red_l[li] = c.y;
         }
+        workgroupBarrier();
     }
-    sum = reduce(li, sum, false);
-
+    let m = red_m[0];
+    // All -inf: m = -inf and l = 0, so exp(x - m) / l = NaN, a plain softmax's answer.
+    let inv = 1.0 / red_l[0];
     if (live) {
-        let inv = 1.0 / sum;
         for (var j = li; j < n; j += WG) {
             s[base + j] = exp(s[base + j] - m) * inv;
         }

@@ -10,10 +10,14 @@
 // Rows and keys are interleaved (ty + 16r, tx + 4c) so that the threads of a warp read consecutive
 // rows of the padded workgroup arrays: no bank conflicts.
 //
-// Row statistics: each thread reduces its 4 keys per row, the 4 threads sharing rows combine their
-// partial maxima through `part`; the running sum l stays partial per thread (each rescales its own
-// share by alpha) and is combined once at the end.
-// Workgroup storage: (64 + 16 + 16) * 17 * 16 + 16 * 16 * 16 + 64 * 16 = 31232 bytes.
+// Row statistics: each thread reduces its 4 keys per row, then the 4 threads sharing those rows
+// (t = 4*ty .. 4*ty + 3) combine their partial maxima with `row_max`; the running sum l stays
+// partial per thread (each rescales its own share by alpha) and is combined once at the end with
+// `row_sum`. Those two functions come from a second file appended to this one:
+//   tiled_rt_wg.wgsl — through workgroup memory and a barrier (`tiled`, any adapter);
+//   tiled_rt_sg.wgsl — through subgroup shuffles, no barrier (`tiled-subgroup`).
+// Workgroup storage: (64 + 16 + 16) * 17 * 16 + 16 * 16 * 16 = 30208 bytes, + 64 * 16 = 1024 for
+// tiled_rt_wg.wgsl.
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -29,7 +33,6 @@ var<workgroup> qs: array<vec4<f32>, 1088>;  // BR * P: Q rows, pre-scaled by sca
 var<workgroup> ks: array<vec4<f32>, 272>;   // BC * P
 var<workgroup> vs: array<vec4<f32>, 272>;   // BC * P
 var<workgroup> pt: array<vec4<f32>, 256>;   // [key][ty]: probabilities of rows ty + 16r, as vec4 over r
-var<workgroup> part: array<vec4<f32>, 64>;  // [t]: per-thread partial row maxima / sums
 
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
@@ -111,10 +114,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         s3 = mask_row(s3, keys, rows.w, n, causal, ninf);
 
         // Row maxima: this thread's 4 keys, then the 4 threads that share the rows.
-        part[t] = vec4<f32>(max4(s0), max4(s1), max4(s2), max4(s3));
-        workgroupBarrier();
-        let g = ty * 4u;
-        let m_new = max(max(m, part[g]), max(part[g + 1u], max(part[g + 2u], part[g + 3u])));
+        let m_new = max(m, row_max(vec4<f32>(max4(s0), max4(s1), max4(s2), max4(s3)), t));
         // A row that has seen no allowed key yet keeps m = -inf, alpha = 1 and adds nothing.
         let live = m_new > vec4<f32>(ninf);
         let alpha = select(vec4<f32>(1.0), exp2(m - m_new), live);
@@ -150,11 +150,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
 
     // Combine the 4 partial sums of each row; a row with no allowed key returns 0 (SDPA's way).
-    workgroupBarrier();
-    part[t] = l;
-    workgroupBarrier();
-    let g = ty * 4u;
-    let lsum = part[g] + part[g + 1u] + part[g + 2u] + part[g + 3u];
+    let lsum = row_sum(l, t);
     let inv = select(vec4<f32>(0.0), vec4<f32>(1.0) / lsum, lsum > vec4<f32>(0.0));
     store4(base, rows.x, tx, d, n, o00 * inv.x, o01 * inv.x, o02 * inv.x, o03 * inv.x);
     store4(base, rows.y, tx, d, n, o10 * inv.y, o11 * inv.y, o12 * inv.y, o13 * inv.y);

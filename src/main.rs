@@ -205,7 +205,8 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         }
     }
 
-    let gpu = Gpu::open(&selection(&a.sel))?;
+    let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let gpu = Gpu::open(&selection(&a.sel), variants::features_for(&name_refs))?;
     let schedule = Schedule {
         warmup: a.warmup,
         reps: a.reps,

@@ -14,7 +14,10 @@ pub fn gpu() -> &'static Gpu {
             backend: std::env::var("ATTN_WGPU_TEST_BACKEND").ok(),
             name: None,
         };
-        match Gpu::open(&sel) {
+        match Gpu::open(
+            &sel,
+            attn_wgpu::variants::features_for(&attn_wgpu::variants::names()),
+        ) {
             Ok(g) => {
                 eprintln!("tests run on: {} ({})", g.report.name, g.report.backend);
                 g

@@ -140,3 +140,26 @@ fn unknown_variant_lists_the_known_ones() {
         "{e}"
     );
 }
+
+#[test]
+fn subgroup_variant_gives_its_reasons() {
+    let p = Problem::new(1, 1, 64, 64, true, 0);
+    let mut c = caps();
+    c.subgroups = false;
+    let e = variants::plan("tiled-subgroup", &p, &c)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("SUBGROUP"), "{e}");
+    c.subgroups = true;
+    c.subgroup_min_size = 2;
+    let e = variants::plan("tiled-subgroup", &p, &c)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("minimum subgroup size is 2"), "{e}");
+    c.subgroup_min_size = 32;
+    let wide = Problem::new(1, 1, 64, 128, true, 0);
+    let e = variants::plan("tiled-subgroup", &wide, &c)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--head-dim 128"), "{e}");
+}

@@ -16,7 +16,7 @@ const DIMS: [u32; 4] = [5, 16, 64, 96];
 
 /// Runs `variant` over the whole grid, with wgpu's shader bounds checks on and off, and fails with
 /// the list of every failing case.
-fn check_variant(variant: &str, expected_dispatches: usize) {
+fn check_variant(variant: &str, expected_dispatches: usize, dims: &[u32]) {
     let gpu = common::gpu();
     let mut runner = Runner::new(gpu).expect("runner");
     let schedule = Schedule { warmup: 0, reps: 1 };
@@ -25,7 +25,7 @@ fn check_variant(variant: &str, expected_dispatches: usize) {
     for (checks, causal) in [(true, true), (true, false), (false, true), (false, false)] {
         runner.set_bounds_checks(checks);
         for &n in &SEQS {
-            for &d in &DIMS {
+            for &d in dims {
                 let (b, h) = if n % 2 == 0 { (1, 2) } else { (3, 1) };
                 let p = Problem::new(b, h, n, d, causal, 1000 + n as u64 * 7 + d as u64);
                 let x = Inputs::generate(&p);
@@ -51,7 +51,7 @@ fn check_variant(variant: &str, expected_dispatches: usize) {
             }
         }
     }
-    assert_eq!(cases, 80);
+    assert_eq!(cases, 4 * SEQS.len() * dims.len());
     assert!(
         failures.is_empty(),
         "{variant} failed:\n{}",
@@ -61,17 +61,29 @@ fn check_variant(variant: &str, expected_dispatches: usize) {
 
 #[test]
 fn unfused_matches_reference() {
-    check_variant("unfused", 6);
+    check_variant("unfused", 6, &DIMS);
 }
 
 #[test]
 fn unfused_inplace_matches_reference() {
-    check_variant("unfused-inplace", 5);
+    check_variant("unfused-inplace", 5, &DIMS);
 }
 
 #[test]
 fn tiled_matches_reference() {
-    check_variant("tiled", 1);
+    check_variant("tiled", 1, &DIMS);
+}
+
+#[test]
+fn tiled_subgroup_matches_reference() {
+    let gpu = common::gpu();
+    assert!(
+        gpu.caps.subgroups,
+        "the test adapter {} lacks subgroups; tiled-subgroup cannot be checked here",
+        gpu.report.name
+    );
+    // The register-tiled kernel holds D <= 64.
+    check_variant("tiled-subgroup", 1, &[5, 16, 64]);
 }
 
 /// Timestamps are real: every dispatch of a forward got a positive GPU time, and the forward's

@@ -217,8 +217,10 @@ pub struct Gpu {
 }
 
 impl Gpu {
-    /// Opens the best adapter matching `sel` with exactly the features a run needs.
-    pub fn open(sel: &AdapterSelection) -> Result<Gpu> {
+    /// Opens the best adapter matching `sel`, requesting timestamps and those of `wanted` (the
+    /// features of the variants about to run) that the adapter has. `caps` then describes the
+    /// *device*, so a plan builder sees a missing feature and says so.
+    pub fn open(sel: &AdapterSelection, wanted: wgpu::Features) -> Result<Gpu> {
         let t0 = std::time::Instant::now();
         let (instance, adapters) = enumerate(sel)?;
         let filter = sel.name_filter();
@@ -254,15 +256,12 @@ impl Gpu {
                 Error::NoAdapter(format!("{wanted}; adapters seen: {seen}"))
             })?;
 
-        let caps = AdapterCaps::from_adapter(&adapter);
+        let mut caps = AdapterCaps::from_adapter(&adapter);
         let report = AdapterReport::new(&adapter);
-        // Request exactly what runs need: timestamps when the adapter has them (without them the
-        // runner reports host times only and says so). The adapter's own limits are requested so
-        // that large problems can bind large buffers.
-        let mut features = wgpu::Features::empty();
-        if caps.timestamps {
-            features |= wgpu::Features::TIMESTAMP_QUERY;
-        }
+        // Request what runs need: timestamps when the adapter has them (without them the runner
+        // reports host times only and says so) and the variants' features the adapter has. The
+        // adapter's own limits are requested so that large problems can bind large buffers.
+        let features = (wgpu::Features::TIMESTAMP_QUERY | wanted) & adapter.features();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("attn-wgpu"),
             required_features: features,
@@ -276,6 +275,11 @@ impl Gpu {
             message: e.to_string(),
         })?;
 
+        let f = device.features();
+        caps.timestamps = f.contains(wgpu::Features::TIMESTAMP_QUERY);
+        caps.f16 = f.contains(wgpu::Features::SHADER_F16);
+        caps.subgroups = f.contains(wgpu::Features::SUBGROUP);
+        caps.cooperative_matrix = f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
         let uncaptured = Arc::new(Mutex::new(Vec::new()));
         let sink = uncaptured.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {

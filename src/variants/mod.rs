@@ -4,7 +4,8 @@
 //! |-------------------|----------------|------------------------------------------------------------|
 //! | `unfused`         | `unfused.rs`   | qk.wgsl, scale.wgsl, mask.wgsl (`copy`, `in_place`), softmax.wgsl, pv.wgsl |
 //! | `unfused-inplace` | `unfused.rs`   | the same with mask.wgsl `in_place`                         |
-//! | `tiled`           | `tiled.rs`     | tiled.wgsl                                                 |
+//! | `tiled`           | `tiled.rs`     | tiled_rt.wgsl + tiled_rt_wg.wgsl (D <= 64), else tiled.wgsl |
+//! | `tiled-subgroup`  | `tiled.rs`     | tiled_rt.wgsl + tiled_rt_sg.wgsl                           |
 
 use crate::gpu::AdapterCaps;
 use crate::plan::Plan;
@@ -15,6 +16,8 @@ pub mod tiled;
 pub mod unfused;
 
 /// Embeds `shaders/<file>` behind the shared prelude `shaders/common.wgsl`.
+/// `shader!("a.wgsl", "b.wgsl")` appends `shaders/b.wgsl` (functions `a.wgsl` calls) and names the
+/// module `a.wgsl+b.wgsl`.
 macro_rules! shader {
     ($file:literal) => {
         $crate::plan::Shader {
@@ -22,6 +25,16 @@ macro_rules! shader {
             source: concat!(
                 include_str!("../../shaders/common.wgsl"),
                 include_str!(concat!("../../shaders/", $file))
+            ),
+        }
+    };
+    ($file:literal, $part:literal) => {
+        $crate::plan::Shader {
+            file: concat!($file, "+", $part),
+            source: concat!(
+                include_str!("../../shaders/common.wgsl"),
+                include_str!(concat!("../../shaders/", $file)),
+                include_str!(concat!("../../shaders/", $part))
             ),
         }
     };
@@ -33,6 +46,9 @@ pub(crate) use shader;
 pub struct Variant {
     pub name: &'static str,
     pub summary: &'static str,
+    /// Device features its kernels use (requested when the adapter has them; the plan builder
+    /// gives the reason when they are missing).
+    pub needs: wgpu::Features,
     pub build: fn(&Problem, &AdapterCaps) -> std::result::Result<Plan, String>,
 }
 
@@ -40,19 +56,36 @@ pub const VARIANTS: &[Variant] = &[
     Variant {
         name: "unfused",
         summary: "5 steps, 6 dispatches: qk, scale, copy + mask (an out-of-place masked_fill), softmax, pv",
+        needs: wgpu::Features::empty(),
         build: unfused::build_out_of_place,
     },
     Variant {
         name: "unfused-inplace",
         summary: "the same 5 steps with masked_fill_ in place: 5 dispatches, one N x N buffer fewer",
+        needs: wgpu::Features::empty(),
         build: unfused::build_in_place,
     },
     Variant {
         name: "tiled",
         summary: "one fused dispatch, FlashAttention-2 style online softmax; N x N never in memory",
+        needs: wgpu::Features::empty(),
         build: tiled::build,
     },
+    Variant {
+        name: "tiled-subgroup",
+        summary: "the register-tiled fused kernel with row max/sum by subgroup shuffles: one barrier fewer per key block",
+        needs: wgpu::Features::SUBGROUP,
+        build: tiled::build_subgroup,
+    },
 ];
+
+/// Union of the features the named variants use.
+pub fn features_for(names: &[&str]) -> wgpu::Features {
+    VARIANTS
+        .iter()
+        .filter(|v| names.contains(&v.name))
+        .fold(wgpu::Features::empty(), |f, v| f | v.needs)
+}
 
 pub fn names() -> Vec<&'static str> {
     VARIANTS.iter().map(|v| v.name).collect()

@@ -17,8 +17,10 @@ const BR_CANDIDATES: &[u32] = &[64, 32, 16, 8, 4];
 /// Keys per staged block: fixed in tiled.wgsl (four named vec4 score registers).
 pub const BC: u32 = 16;
 
-/// Workgroup storage of tiled_rt.wgsl (its header comment derives it).
+/// Workgroup storage of tiled_rt.wgsl + tiled_rt_wg.wgsl (their header comments derive it).
 pub const RT_STORAGE: u64 = 31232;
+/// The part of it that tiled_rt_wg.wgsl adds (absent with subgroup reductions).
+pub const RT_PART_STORAGE: u64 = 1024;
 
 /// Tile configuration of the fused kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +102,52 @@ fn keys_for_block(p: &Problem, br: u64, qb: u64) -> u64 {
 
 pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     let cfg = choose(p.head_dim, caps)?;
+    build_with(p, caps, cfg, "tiled")
+}
+
+/// `tiled-subgroup`: the register-tiled kernel with its row reductions done by subgroup shuffles
+/// (shaders/tiled_rt_sg.wgsl) instead of workgroup memory and a barrier.
+pub fn build_subgroup(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
+    if !caps.subgroups {
+        return Err("the adapter (or device) lacks Features::SUBGROUP".into());
+    }
+    if caps.subgroup_min_size < 4 {
+        return Err(format!(
+            "subgroups of at least 4 invocations are needed (row groups of 4 threads); this adapter's \
+             minimum subgroup size is {}",
+            caps.subgroup_min_size
+        ));
+    }
+    if p.head_dim > 64 {
+        return Err(format!(
+            "the register-tiled kernel holds at most D = 64 columns per row (got --head-dim {})",
+            p.head_dim
+        ));
+    }
+    if RT_STORAGE - RT_PART_STORAGE > caps.max_workgroup_storage as u64 {
+        return Err(format!(
+            "needs {} bytes of workgroup storage, this adapter allows {}",
+            RT_STORAGE - RT_PART_STORAGE,
+            caps.max_workgroup_storage
+        ));
+    }
+    let cfg = TileConfig {
+        register_tiled: true,
+        br: 64,
+        bc: BC,
+        d4: p.head_dim.div_ceil(4),
+        dp: 17,
+    };
+    build_with(p, caps, cfg, "tiled-subgroup")
+}
+
+fn build_with(
+    p: &Problem,
+    caps: &AdapterCaps,
+    cfg: TileConfig,
+    variant: &str,
+) -> Result<Plan, String> {
+    let subgroup = variant == "tiled-subgroup";
     let e = p.dtype.bytes();
     let n = p.seq as u64;
     let d = p.head_dim as u64;
@@ -124,8 +172,10 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     let reads = qkv + bh * kv_rows * d * e * 2;
     let flops = bh * pairs * d * 4;
     let params = Params::new(heads, p.seq, p.head_dim, p.causal, p.scale);
-    let (shader, overrides) = if cfg.register_tiled {
-        (shader!("tiled_rt.wgsl"), vec![])
+    let (shader, overrides) = if subgroup {
+        (shader!("tiled_rt.wgsl", "tiled_rt_sg.wgsl"), vec![])
+    } else if cfg.register_tiled {
+        (shader!("tiled_rt.wgsl", "tiled_rt_wg.wgsl"), vec![])
     } else {
         (
             shader!("tiled.wgsl"),
@@ -141,7 +191,7 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         access: a,
     };
     Ok(Plan {
-        variant: "tiled".into(),
+        variant: variant.into(),
         buffers: vec![
             BufferDecl {
                 name: "Q".into(),
