@@ -17,6 +17,8 @@ use attn_wgpu::report::{json, table};
 use attn_wgpu::run::{run_variant, VariantRun};
 use attn_wgpu::{variants, Error};
 
+mod cli;
+
 #[derive(Parser)]
 #[command(
     name = "attn-wgpu",
@@ -34,10 +36,18 @@ enum Command {
     Run(RunArgs),
     /// List every adapter wgpu finds, with the features and limits that matter here.
     Adapters(AdapterArgs),
+    /// Measure this adapter's copy bandwidth and FMA rate (the roofline `run` prints).
+    Probe(cli::ProbeArgs),
+    /// Merge result files (attn-wgpu and bench/torch_sdpa.py) into Markdown tables.
+    Compare(cli::CompareArgs),
+    /// Run a grid of sequence lengths x variants: CSV, JSON and SVG plots.
+    Sweep(cli::SweepArgs),
+    /// Teaching demo: plan vs timestamps, six questions, fusion vs materialization.
+    Explain(cli::ExplainArgs),
 }
 
 #[derive(Args)]
-struct AdapterSel {
+pub(crate) struct AdapterSel {
     /// vulkan, metal, dx12, gl or all (default: WGPU_BACKEND, else all).
     #[arg(long)]
     backend: Option<String>,
@@ -95,6 +105,12 @@ struct RunArgs {
     /// Write the results file here (atomically).
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write a Chrome trace (Perfetto, chrome://tracing) with CPU and GPU lanes here.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Probe file for the roofline columns (default: this adapter's file in the per-user cache).
+    #[arg(long)]
+    probe: Option<PathBuf>,
     #[command(flatten)]
     sel: AdapterSel,
 }
@@ -114,6 +130,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => cmd_run(a),
         Command::Adapters(a) => cmd_adapters(a),
+        Command::Probe(a) => cli::cmd_probe(a),
+        Command::Compare(a) => cli::cmd_compare(a),
+        Command::Sweep(a) => cli::cmd_sweep(a),
+        Command::Explain(a) => cli::cmd_explain(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -124,7 +144,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn selection(s: &AdapterSel) -> AdapterSelection {
+pub(crate) fn selection(s: &AdapterSel) -> AdapterSelection {
     AdapterSelection {
         backend: s.backend.clone(),
         name: s.adapter.clone(),
@@ -205,7 +225,11 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         }
     }
 
+    if let Some(t) = &a.trace {
+        cli::check_out_path("--trace", t)?;
+    }
     let gpu = Gpu::open(&selection(&a.sel))?;
+    let probe = cli::find_probe(&gpu, a.probe.as_deref())?;
     let schedule = Schedule {
         warmup: a.warmup,
         reps: a.reps,
@@ -224,6 +248,10 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     }
     if runs.len() > 1 {
         print!("{}", table::summary(&runs));
+    }
+    cli::print_roofline(&probe, &runs, p.dtype.name());
+    if let Some(t) = &a.trace {
+        cli::write_trace(t, &gpu, &runner, &runs)?;
     }
     if let Some(path) = &a.json {
         let mut warnings = Vec::new();

@@ -214,6 +214,8 @@ pub struct Gpu {
     lost: Arc<Mutex<Option<String>>>,
     /// Milliseconds spent in instance + adapter + device creation (the first CPU-lane phase).
     pub setup_ms: f64,
+    /// When `Gpu::open` started (places device creation on a trace's CPU lane).
+    pub opened_at: std::time::Instant,
 }
 
 impl Gpu {
@@ -263,6 +265,10 @@ impl Gpu {
         if caps.timestamps {
             features |= wgpu::Features::TIMESTAMP_QUERY;
         }
+        // f16 arithmetic only where the adapter has it (the probe's f16 FMA kernel needs it).
+        if caps.f16 {
+            features |= wgpu::Features::SHADER_F16;
+        }
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("attn-wgpu"),
             required_features: features,
@@ -300,6 +306,7 @@ impl Gpu {
             uncaptured,
             lost,
             setup_ms: t0.elapsed().as_secs_f64() * 1e3,
+            opened_at: t0,
         })
     }
 
