@@ -128,7 +128,7 @@ pub fn predicted_vs_observed(r: &VariantRun) -> String {
     }
     let _ = writeln!(
         s,
-        "  predicted {n} dispatches per forward, observed {} timed{}",
+        "  predicted {n} dispatch(es) per forward, observed {} timed{}",
         r.observed_dispatches,
         if r.observed_dispatches == n {
             " — match"
@@ -178,7 +178,7 @@ pub fn plan_difference(p: &Problem, a: &VariantRun, b: &VariantRun) -> Option<St
         .collect();
     let nn = p.scores_elems() * p.dtype.bytes();
     let in_nn = |v: i64| {
-        if nn > 0 && v != 0 && v.unsigned_abs() % nn == 0 {
+        if nn > 0 && v != 0 && v.unsigned_abs().is_multiple_of(nn) {
             format!(" = {}×B·H·N×N×{}", v / nn as i64, p.dtype.bytes())
         } else {
             String::new()
@@ -246,9 +246,14 @@ pub fn six_questions(runs: &[VariantRun], x: &HostExtras) -> String {
         let f = r.forward.as_ref().unwrap();
         let c = &m.cold;
         let warm_host = med(f.host_total_us);
+        let reused = if c.compiles.iter().all(|x| x.cached) {
+            " (every pipeline reused from the runner's cache: compiled for an earlier variant)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             s,
-            "   {}: yes — cold call {:.2} ms (shader compile + pipelines {:.2} ms, buffers {:.2}, upload {:.2}, \
+            "   {}: yes — cold call {:.2} ms (shader compile + pipelines {:.2} ms{reused}, buffers {:.2}, upload {:.2}, \
              first forward {:.2} ms wall) vs warm forward {} wall; first forward's GPU span {} vs warm median {}{}",
             r.variant,
             c.total_ms,

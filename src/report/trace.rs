@@ -96,7 +96,6 @@ struct Builder {
 }
 
 impl Builder {
-    #[allow(clippy::too_many_arguments)]
     fn slice(&mut self, pid: u32, name: &str, cat: &str, ts: f64, dur: f64, args: Value) {
         self.events.push(json!({
             "name": name, "cat": cat, "ph": "X", "pid": pid, "tid": TID,
