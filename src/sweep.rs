@@ -163,6 +163,22 @@ pub fn crossover(points: &[SweepPoint], other: &str) -> Option<u32> {
     Some(faster[first_win].0)
 }
 
+/// Whether `tiled` is faster than `other` at every N where both ran (and at least one).
+pub fn tiled_always_faster(points: &[SweepPoint], other: &str) -> bool {
+    let t = |v: &str, n: u32| {
+        points
+            .iter()
+            .find(|p| p.variant == v && p.seq == n)
+            .and_then(|p| p.gpu_median_us)
+    };
+    let pairs: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|p| p.variant == "tiled")
+        .filter_map(|p| Some((t("tiled", p.seq)?, t(other, p.seq)?)))
+        .collect();
+    !pairs.is_empty() && pairs.iter().all(|(a, b)| a < b)
+}
+
 type Series = Vec<(String, Vec<(f64, f64)>)>;
 
 fn series(points: &[SweepPoint], y: impl Fn(&SweepPoint) -> Option<f64>) -> Series {

@@ -107,7 +107,7 @@ pub fn print_roofline(
             for r in runs {
                 let b = roofline::block(p, src, r, dtype);
                 if !b.is_empty() {
-                    print!("\n{}: {b}", r.variant);
+                    print!("\n{b}");
                 }
             }
         }
@@ -383,7 +383,10 @@ pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
         if names.iter().any(|n| n == other) && names.iter().any(|n| n == "tiled") {
             match sweep::crossover(&points, other) {
                 Some(n) => println!("crossover: tiled overtakes {other} from N={n}"),
-                None => println!("crossover: none between tiled and {other} in this grid"),
+                None if sweep::tiled_always_faster(&points, other) => println!(
+                    "crossover: none — tiled is faster than {other} at every N of this grid"
+                ),
+                None => println!("crossover: none — tiled does not overtake {other} in this grid"),
             }
         }
     }

@@ -6,6 +6,15 @@ use std::fmt::Write;
 use crate::probe::{peak_for, roofline, ProbeFile};
 use crate::run::VariantRun;
 
+/// Three significant digits (0.0123, 1.23, 123).
+fn sig(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let digits = (2 - x.abs().log10().floor() as i32).max(0) as usize;
+    format!("{x:.digits$}")
+}
+
 pub fn block(p: &ProbeFile, source: &str, r: &VariantRun, dtype: &str) -> String {
     let mut s = String::new();
     if r.status != "ok" {
@@ -15,7 +24,8 @@ pub fn block(p: &ProbeFile, source: &str, r: &VariantRun, dtype: &str) -> String
     let _ =
         writeln!(
         s,
-        "Roofline    : probe {source}: copy {:.1} GB/s, FMA {} {:.1} GFLOP/s (ridge {:.2} FLOP/B)",
+        "Roofline ({}) — probe {source}: copy {:.1} GB/s, FMA {} {:.1} GFLOP/s (ridge {:.2} FLOP/B)",
+        r.variant,
         p.bandwidth.best_rate,
         if dtype == "f16" && p.fma_f16.is_some() { "f16" } else { "f32" },
         peak,
@@ -23,7 +33,7 @@ pub fn block(p: &ProbeFile, source: &str, r: &VariantRun, dtype: &str) -> String
     );
     let _ = writeln!(
         s,
-        "   {:<12} {:>9} {:>8} {:>12} {:>12} {:>8}",
+        "   {:<12} {:>9} {:>8} {:>16} {:>16} {:>8}",
         "dispatch", "FLOP/B", "bound", "ceiling", "achieved", "% ceil"
     );
     for d in &r.dispatches {
@@ -40,12 +50,12 @@ pub fn block(p: &ProbeFile, source: &str, r: &VariantRun, dtype: &str) -> String
         };
         let _ = writeln!(
             s,
-            "   {:<12} {:>9} {:>8} {:>12} {:>12} {:>7.1}%",
+            "   {:<12} {:>9} {:>8} {:>16} {:>16} {:>7.1}%",
             d.name,
             pt.intensity.map_or("-".into(), |i| format!("{i:.2}")),
             pt.bound,
-            format!("{:.1} {}", pt.ceiling, pt.unit),
-            format!("{:.1} {}", pt.achieved, pt.unit),
+            format!("{} {}", sig(pt.ceiling), pt.unit),
+            format!("{} {}", sig(pt.achieved), pt.unit),
             pt.percent
         );
     }
