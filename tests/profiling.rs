@@ -242,6 +242,29 @@ fn probe_then_run_shows_the_roofline() {
 }
 
 #[test]
+fn probe_default_path_is_found_by_run() {
+    let cache = tempfile::tempdir().unwrap();
+    let with_cache = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_attn-wgpu"))
+            .args(args)
+            .env("XDG_RUNTIME_DIR", "/tmp")
+            .env("XDG_CACHE_HOME", cache.path())
+            .output()
+            .unwrap()
+    };
+    let o = with_cache(&["probe", "--size-mib", "1", "--reps", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let dir = cache.path().join("attn-wgpu");
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert_eq!(files.len(), 1, "one probe file in {}", dir.display());
+    let mut args = vec!["run", "--variant", "tiled", "--warmup", "0", "--reps", "1"];
+    args.extend_from_slice(TINY);
+    let o = with_cache(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(out(&o).contains("Roofline (tiled)"), "{}", out(&o));
+}
+
+#[test]
 fn sweep_writes_csv_json_and_svgs() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("sweep");

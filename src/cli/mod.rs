@@ -85,7 +85,15 @@ pub fn find_probe(
             p
         }
     };
-    let f = probe::load(&path).map_err(bad)?;
+    let f = match probe::load(&path) {
+        Ok(f) => f,
+        Err(e) if explicit.is_some() => return Err(bad(e)),
+        // A stale or broken cache file must not stop a run: say so and go on without it.
+        Err(e) => {
+            eprintln!("warning: {e}; no roofline (re-run `attn-wgpu probe`)");
+            return Ok(None);
+        }
+    };
     if f.key != probe::key(&gpu.report) {
         eprintln!(
             "warning: probe {} was measured on `{}`, this run is on `{}`",

@@ -332,3 +332,46 @@ pub fn chrome_trace(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fwd(host_start: f64, gpu_begin_us: f64, span: f64) -> ForwardSample {
+        ForwardSample {
+            dispatch_gpu_us: vec![Some(span)],
+            dispatch_offsets_us: vec![Some((0.0, span))],
+            gpu_span_us: Some(span),
+            host_encode_submit_us: 10.0,
+            host_wait_us: span + 20.0,
+            host_start_us: host_start,
+            host_submit_us: 4.0,
+            gpu_begin_s: Some(gpu_begin_us * 1e-6),
+        }
+    }
+
+    #[test]
+    fn calibration_intersects_the_windows() {
+        // Host = GPU - 1000 µs exactly; GPU starts 5 µs after submit returns.
+        let a = fwd(0.0, 1000.0 + 15.0, 100.0);
+        let b = fwd(500.0, 1000.0 + 515.0, 100.0);
+        let Some(Calibration::Global {
+            offset_us,
+            uncertainty_us,
+        }) = calibrate([&a, &b])
+        else {
+            panic!("expected a global calibration")
+        };
+        assert!(
+            (offset_us - -1000.0).abs() <= uncertainty_us + 1e-6,
+            "{offset_us}"
+        );
+        assert!(uncertainty_us < 20.0);
+        // Clocks that disagree between forwards: no common offset.
+        let c = fwd(500.0, 1000.0 + 900.0, 100.0);
+        assert_eq!(calibrate([&a, &c]), Some(Calibration::PerForward));
+        let mut none = fwd(0.0, 0.0, 1.0);
+        none.gpu_begin_s = None;
+        assert_eq!(calibrate([&none]), None);
+    }
+}
