@@ -300,6 +300,17 @@ fn sweep_writes_csv_json_and_svgs() {
     let csv = std::fs::read_to_string(d.join("sweep.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 2 * 3, "{csv}");
     assert!(out(&o).contains("crossover"));
+    // compare reads sweep.json too: one row per (variant, N), N in numeric order.
+    let o = ok(&[
+        "compare",
+        d.join("sweep.json").to_str().unwrap(),
+        "--baseline",
+        "unfused",
+    ]);
+    let t = out(&o);
+    let n16 = t.find("| tiled | B1 H1 N16 D16 causal | f32 |").expect(&t);
+    let n32 = t.find("| tiled | B1 H1 N32 D16 causal | f32 |").expect(&t);
+    assert!(n16 < n32, "{t}");
     expect_error(&["sweep", "--seq", ""], 2, &["--seq"]);
     expect_error(&["sweep", "--seq", ","], 2, &["--seq"]);
     expect_error(&["sweep", "--seq", "64,abc"], 2, &["abc"]);

@@ -1,4 +1,4 @@
-//! `compare`: merges result files — attn-wgpu's own (`run --json`, `sweep`) and
+//! `compare`: merges result files — attn-wgpu's own (`run --json`, `sweep`'s sweep.json) and
 //! `bench/torch_sdpa.py`'s — into Markdown tables. Rows are variant × shape × dtype, columns are
 //! adapter / backend; a cell holds the median forward time in µs and its ratio to the baseline
 //! variant measured on the same adapter (same backend first, else any backend of that adapter, so
@@ -89,9 +89,10 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Entry>, CompareError> {
     let torch = match tool.as_str() {
         "attn-wgpu" => false,
         "torch_sdpa.py" => true,
+        "attn-wgpu sweep" => return parse_sweep(file, &v),
         other => {
             return Err(schema(&format!(
-                "unknown tool `{other}` (expected attn-wgpu or torch_sdpa.py)"
+                "unknown tool `{other}` (expected attn-wgpu, attn-wgpu sweep or torch_sdpa.py)"
             )))
         }
     };
@@ -157,6 +158,52 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Entry>, CompareError> {
             kernels,
             memory_bytes,
             verdict: s(&r["validation"]["verdict"]),
+        });
+    }
+    Ok(out)
+}
+
+/// A `sweep.json`: one entry per (variant, N) point.
+fn parse_sweep(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
+    let schema = |why: &str| CompareError::Schema {
+        file: file.into(),
+        why: why.into(),
+    };
+    let points = v["points"]
+        .as_array()
+        .ok_or_else(|| schema("sweep file without a `points` array"))?;
+    let p = &v["problem"];
+    let num = |k: &str| p[k].as_u64().map_or("?".into(), |x| x.to_string());
+    let causal = match p["causal"].as_bool() {
+        Some(true) => " causal",
+        Some(false) => " non-causal",
+        None => "",
+    };
+    let mut out = Vec::new();
+    for (i, pt) in points.iter().enumerate() {
+        let variant = pt["variant"]
+            .as_str()
+            .ok_or_else(|| schema(&format!("points[{i}] has no `variant`")))?;
+        out.push(Entry {
+            file: file.into(),
+            tool: "attn-wgpu sweep".into(),
+            variant: variant.into(),
+            shape: format!(
+                "B{} H{} N{} D{}{causal}",
+                num("batch"),
+                num("heads"),
+                pt["seq"].as_u64().map_or("?".into(), |x| x.to_string()),
+                num("head_dim")
+            ),
+            dtype: s(&p["dtype"]).unwrap_or_else(|| "?".into()),
+            adapter: s(&v["adapter"]["name"]).unwrap_or_else(|| "?".into()),
+            backend: s(&v["adapter"]["backend"]).unwrap_or_else(|| "?".into()),
+            status: pt["status"].as_str().unwrap_or("?").into(),
+            reason: s(&pt["reason"]),
+            median_us: pt["gpu_median_us"].as_f64(),
+            kernels: pt["dispatches"].as_u64(),
+            memory_bytes: pt["memory_bytes"].as_u64(),
+            verdict: s(&pt["verdict"]),
         });
     }
     Ok(out)
@@ -238,6 +285,18 @@ fn detail_cell(e: &Entry) -> String {
     )
 }
 
+/// Sort key that orders `N64` before `N128`: each token as (letters, number).
+fn natural(shape: &str) -> Vec<(String, u64)> {
+    shape
+        .split_whitespace()
+        .map(|t| {
+            let letters: String = t.chars().take_while(|c| !c.is_ascii_digit()).collect();
+            let digits: String = t.chars().skip(letters.len()).collect();
+            (letters, digits.parse().unwrap_or(0))
+        })
+        .collect()
+}
+
 /// The Markdown report: a time table and a dispatches/memory table with the same rows and columns.
 pub fn markdown(entries: &[Entry], baseline: Option<&str>) -> String {
     let mut cols: Vec<String> = Vec::new();
@@ -254,7 +313,7 @@ pub fn markdown(entries: &[Entry], baseline: Option<&str>) -> String {
             rows.push(k);
         }
     }
-    rows.sort_by(|a, b| (&a.1, &a.2).cmp(&(&b.1, &b.2)));
+    rows.sort_by(|a, b| (natural(&a.1), &a.2).cmp(&(natural(&b.1), &b.2)));
     let mut cell: BTreeMap<(usize, usize), &Entry> = BTreeMap::new();
     for e in entries {
         let r = rows

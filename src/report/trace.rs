@@ -93,6 +93,7 @@ fn offset_for(c: &Calibration, f: &ForwardSample) -> Option<f64> {
 
 struct Builder {
     events: Vec<Value>,
+    flow: u64,
 }
 
 impl Builder {
@@ -241,6 +242,17 @@ fn variant_events(b: &mut Builder, plan: &Plan, m: &Measurement, calib: &mut Vec
             continue;
         };
         let g0 = begin_s * 1e6 + off;
+        // A flow arrow from the host's submit to the forward on the GPU lane.
+        b.flow += 1;
+        let id = b.flow;
+        b.events.push(
+            json!({"name": "submit → GPU", "cat": "flow", "ph": "s", "id": id,
+                             "pid": CPU_PID, "tid": TID, "ts": f.host_start_us + encode}),
+        );
+        b.events.push(
+            json!({"name": "submit → GPU", "cat": "flow", "ph": "f", "bp": "e", "id": id,
+                             "pid": GPU_PID, "tid": TID, "ts": g0}),
+        );
         b.slice(GPU_PID, &format!("{v}: {name}"), &cat, g0, span, args);
         for (k, d) in plan.dispatches.iter().enumerate() {
             if let Some(Some((a, e))) = f.dispatch_offsets_us.get(k) {
@@ -273,7 +285,10 @@ pub fn chrome_trace(
     device: Option<HostSpan>,
     runs: &[VariantRun],
 ) -> Value {
-    let mut b = Builder { events: vec![] };
+    let mut b = Builder {
+        events: vec![],
+        flow: 0,
+    };
     if let Some(d) = device {
         b.cpu(
             "device creation",
