@@ -179,6 +179,21 @@ pub fn tiled_always_faster(points: &[SweepPoint], other: &str) -> bool {
     !pairs.is_empty() && pairs.iter().all(|(a, b)| a < b)
 }
 
+/// Axis label: 1.2k, 3.4M, 5G, or the plain number below 1000.
+fn short(y: f64) -> String {
+    let (v, unit) = if y >= 1e9 {
+        (y / 1e9, "G")
+    } else if y >= 1e6 {
+        (y / 1e6, "M")
+    } else if y >= 1e3 {
+        (y / 1e3, "k")
+    } else {
+        (y, "")
+    };
+    let t = format!("{v:.1}");
+    format!("{}{unit}", t.trim_end_matches(".0"))
+}
+
 type Series = Vec<(String, Vec<(f64, f64)>)>;
 
 fn series(points: &[SweepPoint], y: impl Fn(&SweepPoint) -> Option<f64>) -> Series {
@@ -228,6 +243,8 @@ fn plot(
         .configure_mesh()
         .x_desc("sequence length N")
         .y_desc(y_label)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| short(*y))
         .draw()
         .map_err(|e| err(e.to_string()))?;
     for (i, (name, pts)) in data.iter().enumerate() {
