@@ -117,6 +117,9 @@ struct RunArgs {
 
 /// Exit code for a library error: bad input is 2, incompatibility 4, the rest 1.
 fn code_for(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<cli::BadInput>().is_some() {
+        return 2;
+    }
     match e.downcast_ref::<Error>() {
         Some(Error::InvalidProblem(_)) | Some(Error::UnknownVariant(..)) => 2,
         Some(Error::NoAdapter(m)) if m.starts_with("unknown backend") => 2,

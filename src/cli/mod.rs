@@ -18,9 +18,14 @@ use attn_wgpu::{explain, probe, sweep, variants, Error};
 
 use crate::{selection, AdapterSel};
 
-/// Fails with exit code 2 (the caller maps `Error::InvalidProblem` to 2).
+/// Bad input that is not a problem parameter (a file, a list): main maps it to exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+/// Fails with exit code 2.
 fn bad(msg: String) -> anyhow::Error {
-    Error::InvalidProblem(msg).into()
+    BadInput(msg).into()
 }
 
 /// An output path must be in an existing folder and not be a folder itself.
