@@ -5,12 +5,15 @@
 //! dispatch; the reports read the plan and the measurements side by side.
 
 pub mod error;
+pub mod explain;
 pub mod gpu;
 pub mod plan;
+pub mod probe;
 pub mod problem;
 pub mod reference;
 pub mod report;
 pub mod run;
+pub mod sweep;
 pub mod validate;
 pub mod variants;
 

@@ -17,6 +17,8 @@ use attn_wgpu::report::{json, table};
 use attn_wgpu::run::{run_variant, VariantRun};
 use attn_wgpu::{variants, Error};
 
+mod cli;
+
 #[derive(Parser)]
 #[command(
     name = "attn-wgpu",
@@ -34,10 +36,18 @@ enum Command {
     Run(RunArgs),
     /// List every adapter wgpu finds, with the features and limits that matter here.
     Adapters(AdapterArgs),
+    /// Measure this adapter's copy bandwidth and FMA rate (the roofline `run` prints).
+    Probe(cli::ProbeArgs),
+    /// Merge result files (attn-wgpu and bench/torch_sdpa.py) into Markdown tables.
+    Compare(cli::CompareArgs),
+    /// Run a grid of sequence lengths x variants: CSV, JSON and SVG plots.
+    Sweep(cli::SweepArgs),
+    /// Teaching demo: plan vs timestamps, six questions, fusion vs materialization.
+    Explain(cli::ExplainArgs),
 }
 
 #[derive(Args)]
-struct AdapterSel {
+pub(crate) struct AdapterSel {
     /// vulkan, metal, dx12, gl or all (default: WGPU_BACKEND, else all).
     #[arg(long)]
     backend: Option<String>,
@@ -95,12 +105,21 @@ struct RunArgs {
     /// Write the results file here (atomically).
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write a Chrome trace (Perfetto, chrome://tracing) with CPU and GPU lanes here.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Probe file for the roofline columns (default: this adapter's file in the per-user cache).
+    #[arg(long)]
+    probe: Option<PathBuf>,
     #[command(flatten)]
     sel: AdapterSel,
 }
 
 /// Exit code for a library error: bad input is 2, incompatibility 4, the rest 1.
 fn code_for(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<cli::BadInput>().is_some() {
+        return 2;
+    }
     match e.downcast_ref::<Error>() {
         Some(Error::InvalidProblem(_)) | Some(Error::UnknownVariant(..)) => 2,
         Some(Error::NoAdapter(m)) if m.starts_with("unknown backend") => 2,
@@ -114,6 +133,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => cmd_run(a),
         Command::Adapters(a) => cmd_adapters(a),
+        Command::Probe(a) => cli::cmd_probe(a),
+        Command::Compare(a) => cli::cmd_compare(a),
+        Command::Sweep(a) => cli::cmd_sweep(a),
+        Command::Explain(a) => cli::cmd_explain(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -124,7 +147,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn selection(s: &AdapterSel) -> AdapterSelection {
+pub(crate) fn selection(s: &AdapterSel) -> AdapterSelection {
     AdapterSelection {
         backend: s.backend.clone(),
         name: s.adapter.clone(),
@@ -205,8 +228,12 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         }
     }
 
+    if let Some(t) = &a.trace {
+        cli::check_out_path("--trace", t)?;
+    }
     let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let gpu = Gpu::open(&selection(&a.sel), variants::features_for(&name_refs))?;
+    let probe = cli::find_probe(&gpu, a.probe.as_deref())?;
     let schedule = Schedule {
         warmup: a.warmup,
         reps: a.reps,
@@ -225,6 +252,10 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     }
     if runs.len() > 1 {
         print!("{}", table::summary(&runs));
+    }
+    cli::print_roofline(&probe, &runs, p.dtype.name());
+    if let Some(t) = &a.trace {
+        cli::write_trace(t, &gpu, &runner, &runs)?;
     }
     if let Some(path) = &a.json {
         let mut warnings = Vec::new();

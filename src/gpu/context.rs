@@ -214,6 +214,8 @@ pub struct Gpu {
     lost: Arc<Mutex<Option<String>>>,
     /// Milliseconds spent in instance + adapter + device creation (the first CPU-lane phase).
     pub setup_ms: f64,
+    /// When `Gpu::open` started (places device creation on a trace's CPU lane).
+    pub opened_at: std::time::Instant,
 }
 
 impl Gpu {
@@ -304,6 +306,7 @@ impl Gpu {
             uncaptured,
             lost,
             setup_ms: t0.elapsed().as_secs_f64() * 1e3,
+            opened_at: t0,
         })
     }
 

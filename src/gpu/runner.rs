@@ -39,6 +39,11 @@ pub struct ForwardSample {
     pub host_wait_us: f64,
     /// Host start of this forward, µs since the runner's epoch (for traces).
     pub host_start_us: f64,
+    /// Host: the part of `host_encode_submit_us` spent inside `Queue::submit`, µs.
+    pub host_submit_us: f64,
+    /// Device clock of the first dispatch's begin timestamp, seconds (raw ticks × period); lets a
+    /// trace place all forwards on one GPU time axis and calibrate it against the host clock.
+    pub gpu_begin_s: Option<f64>,
 }
 
 impl ForwardSample {
@@ -60,6 +65,35 @@ pub struct ColdCall {
     /// Everything from the first buffer to the first result.
     pub total_ms: f64,
     pub first: ForwardSample,
+    /// Host start of the cold call (first buffer), µs since the runner's epoch; the phases above
+    /// follow each other without gaps from here (buffers, upload, pipelines, bind groups, forward).
+    pub start_us: f64,
+    /// One entry per dispatch's pipeline lookup, in plan order (inside `pipelines_ms`).
+    pub compiles: Vec<CompileSample>,
+}
+
+/// Host cost of getting one dispatch's pipeline: shader module creation (WGSL parse, validation,
+/// translation) when the module was not cached yet, then pipeline creation (the driver compile).
+#[derive(Debug, Clone, Serialize)]
+pub struct CompileSample {
+    pub dispatch: String,
+    pub shader: String,
+    pub entry: String,
+    /// True when the runner's cache already held this pipeline (no work done).
+    pub cached: bool,
+    /// Start, µs since the runner's epoch.
+    pub start_us: f64,
+    /// `create_shader_module`, µs; None when the module was cached.
+    pub module_us: Option<f64>,
+    /// `create_compute_pipeline`, µs; 0 when cached.
+    pub pipeline_us: f64,
+}
+
+/// A host-side phase outside the forwards (e.g. the read-back), µs since the runner's epoch.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct HostSpan {
+    pub start_us: f64,
+    pub dur_us: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -71,6 +105,8 @@ pub struct Measurement {
     pub output: Vec<f32>,
     pub timestamps: bool,
     pub warnings: Vec<String>,
+    /// Copy of the output to a mappable buffer, map and wait (after the last rep).
+    pub readback: HostSpan,
 }
 
 type PipelineKey = (&'static str, &'static str, Vec<(String, u64)>);
@@ -134,7 +170,20 @@ impl<'g> Runner<'g> {
         self.epoch
     }
 
-    fn pipeline(&mut self, d: &crate::plan::Dispatch) -> Result<wgpu::ComputePipeline> {
+    fn pipeline(
+        &mut self,
+        d: &crate::plan::Dispatch,
+    ) -> Result<(wgpu::ComputePipeline, CompileSample)> {
+        let t0 = Instant::now();
+        let mut sample = CompileSample {
+            dispatch: d.name.clone(),
+            shader: d.shader.file.into(),
+            entry: d.entry.into(),
+            cached: true,
+            start_us: (t0 - self.epoch).as_secs_f64() * 1e6,
+            module_us: None,
+            pipeline_us: 0.0,
+        };
         let key: PipelineKey = (
             d.shader.file,
             d.entry,
@@ -144,8 +193,9 @@ impl<'g> Runner<'g> {
                 .collect(),
         );
         if let Some(p) = self.pipelines.get(&key) {
-            return Ok(p.clone());
+            return Ok((p.clone(), sample));
         }
+        sample.cached = false;
         let gpu = self.gpu;
         if !self.modules.contains_key(d.shader.file) {
             let desc = wgpu::ShaderModuleDescriptor {
@@ -169,7 +219,9 @@ impl<'g> Runner<'g> {
                 }
             })?;
             self.modules.insert(d.shader.file, module);
+            sample.module_us = Some(t0.elapsed().as_secs_f64() * 1e6);
         }
+        let t1 = Instant::now();
         let module = &self.modules[d.shader.file];
         let constants: Vec<(&str, f64)> =
             d.overrides.iter().map(|(k, v)| (k.as_str(), *v)).collect();
@@ -195,7 +247,8 @@ impl<'g> Runner<'g> {
             },
         )?;
         self.pipelines.insert(key, pipeline.clone());
-        Ok(pipeline)
+        sample.pipeline_us = t1.elapsed().as_secs_f64() * 1e6;
+        Ok((pipeline, sample))
     }
 
     /// Runs `plan`: the cold call, `schedule.warmup` untimed-for-stats calls, `schedule.reps`
@@ -258,8 +311,11 @@ impl<'g> Runner<'g> {
 
         // 3. Pipelines (shader compilation happens here: part of the cold call only).
         let mut pipelines = Vec::with_capacity(plan.dispatches.len());
+        let mut compiles = Vec::with_capacity(plan.dispatches.len());
         for d in &plan.dispatches {
-            pipelines.push(self.pipeline(d)?);
+            let (p, c) = self.pipeline(d)?;
+            pipelines.push(p);
+            compiles.push(c);
         }
         let t_pipelines = Instant::now();
 
@@ -313,6 +369,8 @@ impl<'g> Runner<'g> {
             first_forward_ms: ms(t_bind, t_first),
             total_ms: ms(t_start, t_first),
             first,
+            start_us: (t_start - self.epoch).as_secs_f64() * 1e6,
+            compiles,
         };
         let mut warmup = Vec::with_capacity(schedule.warmup as usize);
         for _ in 0..schedule.warmup {
@@ -326,8 +384,14 @@ impl<'g> Runner<'g> {
             warnings.push("some forwards returned no timestamps".into());
         }
         let out_bytes = plan.buffer(&plan.output).map_or(0, |b| b.bytes);
+        let t_rb = Instant::now();
         let output = self.read_back(&prepared.buffers[&plan.output], out_bytes)?;
+        let readback = HostSpan {
+            start_us: (t_rb - self.epoch).as_secs_f64() * 1e6,
+            dur_us: t_rb.elapsed().as_secs_f64() * 1e6,
+        };
         Ok(Measurement {
+            readback,
             cold,
             warmup,
             reps,
@@ -361,7 +425,9 @@ impl<'g> Runner<'g> {
             self.profiler.end_query(&mut encoder, query);
         }
         self.profiler.resolve_queries(&mut encoder);
-        gpu.queue.submit([encoder.finish()]);
+        let cmd = encoder.finish();
+        let t_sub = Instant::now();
+        gpu.queue.submit([cmd]);
         let t1 = Instant::now();
         self.profiler.end_frame().map_err(|e| Error::Gpu {
             stage: "closing the profiler frame".into(),
@@ -408,6 +474,8 @@ impl<'g> Runner<'g> {
             host_encode_submit_us: (t1 - t0).as_secs_f64() * 1e6,
             host_wait_us: (t2 - t1).as_secs_f64() * 1e6,
             host_start_us: (t0 - self.epoch).as_secs_f64() * 1e6,
+            host_submit_us: (t1 - t_sub).as_secs_f64() * 1e6,
+            gpu_begin_s: begin.is_finite().then_some(begin),
         })
     }
 

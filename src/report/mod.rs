@@ -1,5 +1,8 @@
 //! Reports read the plan and the measurements: statistics, the terminal table, the JSON results.
 
+pub mod compare;
 pub mod json;
+pub mod roofline;
 pub mod stats;
 pub mod table;
+pub mod trace;

@@ -1,9 +1,9 @@
 //! Order statistics of timing samples (statrs; quantiles use its R-8 estimator).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use statrs::statistics::{Data, Max, Min, OrderStatistics};
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Stats {
     pub median: f64,
     pub p10: f64,

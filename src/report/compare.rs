@@ -1,0 +1,377 @@
+//! `compare`: merges result files — attn-wgpu's own (`run --json`, `sweep`'s sweep.json) and
+//! `bench/torch_sdpa.py`'s — into Markdown tables. Rows are variant × shape × dtype, columns are
+//! adapter / backend; a cell holds the median forward time in µs and its ratio to the baseline
+//! variant measured on the same adapter (same backend first, else any backend of that adapter, so
+//! a wgpu Vulkan run on an H200 can be set against PyTorch CUDA on the same H200).
+//!
+//! The files are read as plain JSON (`serde_json::Value`), field by field, so that both tools'
+//! files — and older ones — load; what is missing shows as `-`.
+//!
+//! Times: attn-wgpu's `forward.gpu_span_us` (first dispatch begin to last dispatch end, timestamps)
+//! and torch_sdpa.py's `forward.gpu_us` (CUDA events around the call). PyTorch variants are
+//! prefixed `torch:` (`torch:flash`, `torch:naive-inplace`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::report::table::bytes;
+
+/// One run (one variant at one shape on one adapter) from some file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub file: String,
+    pub tool: String,
+    /// Display name: attn-wgpu variants as is, PyTorch ones as `torch:<variant>`.
+    pub variant: String,
+    pub shape: String,
+    pub dtype: String,
+    pub adapter: String,
+    pub backend: String,
+    pub status: String,
+    pub reason: Option<String>,
+    pub median_us: Option<f64>,
+    /// Dispatches (attn-wgpu: the plan's count) or kernels (torch.profiler) per forward.
+    pub kernels: Option<u64>,
+    /// attn-wgpu: all buffers of the plan; torch: peak allocated during one forward.
+    pub memory_bytes: Option<u64>,
+    pub verdict: Option<String>,
+}
+
+impl Entry {
+    pub fn column(&self) -> String {
+        format!("{} / {}", self.adapter, self.backend)
+    }
+}
+
+/// Errors name the file; the CLI prints them and exits 2.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error("{file}: cannot read: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("{file}: not valid JSON: {source}")]
+    Json {
+        file: String,
+        source: serde_json::Error,
+    },
+    #[error("{file}: not a result file: {why}")]
+    Schema { file: String, why: String },
+}
+
+fn s(v: &Value) -> Option<String> {
+    match v {
+        Value::String(x) => Some(x.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Parses one result file (already read) into entries.
+pub fn parse(file: &str, text: &str) -> Result<Vec<Entry>, CompareError> {
+    let v: Value = serde_json::from_str(text).map_err(|source| CompareError::Json {
+        file: file.into(),
+        source,
+    })?;
+    let schema = |why: &str| CompareError::Schema {
+        file: file.into(),
+        why: why.into(),
+    };
+    let tool = v["tool"]
+        .as_str()
+        .ok_or_else(|| schema("no `tool` field (expected attn-wgpu or torch_sdpa.py)"))?
+        .to_string();
+    let torch = match tool.as_str() {
+        "attn-wgpu" => false,
+        "torch_sdpa.py" => true,
+        "attn-wgpu sweep" => return parse_sweep(file, &v),
+        other => {
+            return Err(schema(&format!(
+                "unknown tool `{other}` (expected attn-wgpu, attn-wgpu sweep or torch_sdpa.py)"
+            )))
+        }
+    };
+    let runs = v["runs"]
+        .as_array()
+        .ok_or_else(|| schema("no `runs` array"))?;
+    let p = &v["problem"];
+    if !p.is_object() {
+        return Err(schema("no `problem` object"));
+    }
+    let num = |k: &str| p[k].as_u64().map_or("?".into(), |x| x.to_string());
+    let causal = p["causal"].as_bool().or(v["causal"].as_bool());
+    let shape = format!(
+        "B{} H{} N{} D{}{}",
+        num("batch"),
+        num("heads"),
+        num("seq"),
+        num("head_dim"),
+        match causal {
+            Some(true) => " causal",
+            Some(false) => " non-causal",
+            None => "",
+        }
+    );
+    let dtype = s(&p["dtype"])
+        .or_else(|| s(&v["dtype"]))
+        .unwrap_or_else(|| "?".into());
+    let adapter = s(&v["adapter"]["name"]).unwrap_or_else(|| "?".into());
+    let backend = s(&v["adapter"]["backend"])
+        .or_else(|| s(&v["backend"]))
+        .unwrap_or_else(|| "?".into());
+    let mut out = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let name = r["variant"]
+            .as_str()
+            .ok_or_else(|| schema(&format!("runs[{i}] has no `variant`")))?;
+        let f = &r["forward"];
+        let median_us = f["gpu_us"]["median"]
+            .as_f64()
+            .or_else(|| f["gpu_span_us"]["median"].as_f64());
+        let kernels = r["kernels_per_forward"]
+            .as_u64()
+            .or_else(|| r["predicted_dispatches"].as_u64());
+        let m = &r["memory"];
+        let memory_bytes = m["peak_allocated_bytes"]
+            .as_u64()
+            .or_else(|| m["total_bytes"].as_u64());
+        out.push(Entry {
+            file: file.into(),
+            tool: tool.clone(),
+            variant: if torch {
+                format!("torch:{name}")
+            } else {
+                name.to_string()
+            },
+            shape: shape.clone(),
+            dtype: dtype.clone(),
+            adapter: adapter.clone(),
+            backend: backend.clone(),
+            status: r["status"].as_str().unwrap_or("?").to_string(),
+            reason: s(&r["reason"]),
+            median_us,
+            kernels,
+            memory_bytes,
+            verdict: s(&r["validation"]["verdict"]),
+        });
+    }
+    Ok(out)
+}
+
+/// A `sweep.json`: one entry per (variant, N) point.
+fn parse_sweep(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
+    let schema = |why: &str| CompareError::Schema {
+        file: file.into(),
+        why: why.into(),
+    };
+    let points = v["points"]
+        .as_array()
+        .ok_or_else(|| schema("sweep file without a `points` array"))?;
+    let p = &v["problem"];
+    let num = |k: &str| p[k].as_u64().map_or("?".into(), |x| x.to_string());
+    let causal = match p["causal"].as_bool() {
+        Some(true) => " causal",
+        Some(false) => " non-causal",
+        None => "",
+    };
+    let mut out = Vec::new();
+    for (i, pt) in points.iter().enumerate() {
+        let variant = pt["variant"]
+            .as_str()
+            .ok_or_else(|| schema(&format!("points[{i}] has no `variant`")))?;
+        out.push(Entry {
+            file: file.into(),
+            tool: "attn-wgpu sweep".into(),
+            variant: variant.into(),
+            shape: format!(
+                "B{} H{} N{} D{}{causal}",
+                num("batch"),
+                num("heads"),
+                pt["seq"].as_u64().map_or("?".into(), |x| x.to_string()),
+                num("head_dim")
+            ),
+            dtype: s(&p["dtype"]).unwrap_or_else(|| "?".into()),
+            adapter: s(&v["adapter"]["name"]).unwrap_or_else(|| "?".into()),
+            backend: s(&v["adapter"]["backend"]).unwrap_or_else(|| "?".into()),
+            status: pt["status"].as_str().unwrap_or("?").into(),
+            reason: s(&pt["reason"]),
+            median_us: pt["gpu_median_us"].as_f64(),
+            kernels: pt["dispatches"].as_u64(),
+            memory_bytes: pt["memory_bytes"].as_u64(),
+            verdict: s(&pt["verdict"]),
+        });
+    }
+    Ok(out)
+}
+
+/// Reads and parses every file; the first bad one is the error.
+pub fn load(files: &[impl AsRef<Path>]) -> Result<Vec<Entry>, CompareError> {
+    let mut all = Vec::new();
+    for f in files {
+        let name = f.as_ref().display().to_string();
+        let text = std::fs::read_to_string(f.as_ref()).map_err(|source| CompareError::Read {
+            file: name.clone(),
+            source,
+        })?;
+        all.extend(parse(&name, &text)?);
+    }
+    Ok(all)
+}
+
+/// Whether `e` is the baseline variant `name` (`torch:flash`, or a plain variant name).
+fn is_baseline(e: &Entry, name: &str) -> bool {
+    e.variant == name
+}
+
+/// The baseline's median for `e`: same shape and dtype; same adapter and backend first, else the
+/// same adapter on any backend.
+pub fn baseline_for<'a>(entries: &'a [Entry], e: &Entry, name: &str) -> Option<&'a Entry> {
+    let cands = entries.iter().filter(|b| {
+        is_baseline(b, name)
+            && b.shape == e.shape
+            && b.dtype == e.dtype
+            && b.adapter == e.adapter
+            && b.median_us.is_some()
+    });
+    let v: Vec<&Entry> = cands.collect();
+    v.iter()
+        .find(|b| b.backend == e.backend)
+        .or_else(|| v.first())
+        .copied()
+}
+
+fn time_cell(entries: &[Entry], e: &Entry, baseline: Option<&str>) -> String {
+    if e.status != "ok" {
+        let r = e
+            .reason
+            .clone()
+            .unwrap_or_default()
+            .replace(['\n', '|'], " ");
+        let r: String = if r.chars().count() > 80 {
+            r.chars().take(77).collect::<String>() + "..."
+        } else {
+            r
+        };
+        return format!("{}: {}", e.status, r);
+    }
+    let Some(t) = e.median_us else {
+        return "-".into();
+    };
+    let mut cell = format!("{t:.1} µs");
+    if let Some(b) = baseline.and_then(|name| baseline_for(entries, e, name)) {
+        if let Some(bt) = b.median_us.filter(|x| *x > 0.0) {
+            let _ = write!(cell, " ({:.2}×)", t / bt);
+        }
+    }
+    if e.verdict.as_deref().is_some_and(|v| v != "PASS") {
+        let _ = write!(cell, " {}", e.verdict.as_deref().unwrap_or(""));
+    }
+    cell
+}
+
+fn detail_cell(e: &Entry) -> String {
+    if e.status != "ok" {
+        return e.status.clone();
+    }
+    format!(
+        "{} · {}",
+        e.kernels.map_or("-".into(), |k| k.to_string()),
+        e.memory_bytes.map_or("-".into(), bytes)
+    )
+}
+
+/// Sort key that orders `N64` before `N128`: each token as (letters, number).
+fn natural(shape: &str) -> Vec<(String, u64)> {
+    shape
+        .split_whitespace()
+        .map(|t| {
+            let letters: String = t.chars().take_while(|c| !c.is_ascii_digit()).collect();
+            let digits: String = t.chars().skip(letters.len()).collect();
+            (letters, digits.parse().unwrap_or(0))
+        })
+        .collect()
+}
+
+/// The Markdown report: a time table and a dispatches/memory table with the same rows and columns.
+pub fn markdown(entries: &[Entry], baseline: Option<&str>) -> String {
+    let mut cols: Vec<String> = Vec::new();
+    for e in entries {
+        if !cols.contains(&e.column()) {
+            cols.push(e.column());
+        }
+    }
+    // Rows in first-seen order of (shape, dtype), variants in first-seen order within.
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    for e in entries {
+        let k = (e.variant.clone(), e.shape.clone(), e.dtype.clone());
+        if !rows.contains(&k) {
+            rows.push(k);
+        }
+    }
+    rows.sort_by(|a, b| (natural(&a.1), &a.2).cmp(&(natural(&b.1), &b.2)));
+    let mut cell: BTreeMap<(usize, usize), &Entry> = BTreeMap::new();
+    for e in entries {
+        let r = rows
+            .iter()
+            .position(|k| k.0 == e.variant && k.1 == e.shape && k.2 == e.dtype);
+        let c = cols.iter().position(|c| *c == e.column());
+        if let (Some(r), Some(c)) = (r, c) {
+            cell.insert((r, c), e); // a later file wins for a duplicated cell
+        }
+    }
+    let mut s = String::new();
+    let head = |s: &mut String| {
+        let _ = writeln!(s, "| variant | shape | dtype | {} |", cols.join(" | "));
+        let _ = writeln!(s, "|---|---|---|{}", "---|".repeat(cols.len()));
+    };
+    let _ = writeln!(
+        s,
+        "### Median forward time{}\n",
+        baseline.map_or(String::new(), |b| format!(
+            " (ratio to `{b}` on the same adapter)"
+        ))
+    );
+    head(&mut s);
+    for (ri, (v, sh, dt)) in rows.iter().enumerate() {
+        let cells: Vec<String> = (0..cols.len())
+            .map(|ci| {
+                cell.get(&(ri, ci))
+                    .map_or(String::new(), |e| time_cell(entries, e, baseline))
+            })
+            .collect();
+        let _ = writeln!(s, "| {v} | {sh} | {dt} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(s, "\n### Dispatches (kernels) per forward · memory\n");
+    head(&mut s);
+    for (ri, (v, sh, dt)) in rows.iter().enumerate() {
+        let cells: Vec<String> = (0..cols.len())
+            .map(|ci| {
+                cell.get(&(ri, ci))
+                    .map_or(String::new(), |e| detail_cell(e))
+            })
+            .collect();
+        let _ = writeln!(s, "| {v} | {sh} | {dt} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(
+        s,
+        "\nTimes: attn-wgpu = GPU timestamps, first dispatch begin to last end (median); \
+         torch_sdpa.py = CUDA events around the call (median). Memory: attn-wgpu = every buffer \
+         the plan allocates; torch = peak allocated during one forward. Sources: {}.",
+        {
+            let mut f: Vec<&str> = entries.iter().map(|e| e.file.as_str()).collect();
+            f.dedup();
+            f.join(", ")
+        }
+    );
+    if let Some(b) = baseline {
+        if !entries.iter().any(|e| is_baseline(e, b)) {
+            let _ = writeln!(s, "\nNote: baseline `{b}` appears in none of the files.");
+        }
+    }
+    s
+}
