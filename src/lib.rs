@@ -6,6 +6,8 @@
 
 pub mod error;
 pub mod gpu;
+pub mod mask;
+pub mod npy;
 pub mod plan;
 pub mod problem;
 pub mod reference;

@@ -263,6 +263,11 @@ impl Gpu {
         if caps.timestamps {
             features |= wgpu::Features::TIMESTAMP_QUERY;
         }
+        // f16 storage (`--dtype f16` in the fused and unfused kernels) where the adapter has it;
+        // without it those variants are incompatible with that reason and `math` still runs f16.
+        if caps.f16 {
+            features |= wgpu::Features::SHADER_F16;
+        }
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("attn-wgpu"),
             required_features: features,
