@@ -222,7 +222,9 @@ mod tests {
         let (mut p, mut x) = prob();
         let u = UserMask {
             shape: vec![3, 3],
-            values: MaskValues::Bool(vec![true, false, true, false, false, false, true, true, true]),
+            values: MaskValues::Bool(vec![
+                true, false, true, false, false, false, true, true, true,
+            ]),
             source: "t".into(),
         };
         normalize(&mut p, &mut x, Some(&u), Convention::Sdpa, None).unwrap();

@@ -342,10 +342,7 @@ impl Inputs {
             "Q" => Some(self.dtype.encode(&self.q)),
             "K" => Some(self.dtype.encode(&self.k)),
             "V" => Some(self.dtype.encode(&self.v)),
-            "MASK" => self
-                .bias
-                .as_ref()
-                .map(|b| bytemuck::cast_slice(b).to_vec()),
+            "MASK" => self.bias.as_ref().map(|b| bytemuck::cast_slice(b).to_vec()),
             _ => None,
         }
     }

@@ -7,8 +7,8 @@
 use rand_core::{RngCore, SeedableRng};
 use serde::Serialize;
 
-use crate::problem::{DType, Inputs, Problem};
 use crate::mask::Semantics;
+use crate::problem::{DType, Inputs, Problem};
 use crate::reference::{reference_row_with, RowId};
 
 /// Absolute and relative tolerance for one dtype.
@@ -248,7 +248,10 @@ mod tests {
         let mut out = exact_output(&p, &x);
         let rows = rows_to_check(&p);
         assert_eq!(rows.len() as u64, p.bh() * 9);
-        assert_eq!(validate(&p, &x, &out, &rows, Semantics::Zero).verdict, Verdict::Pass);
+        assert_eq!(
+            validate(&p, &x, &out, &rows, Semantics::Zero).verdict,
+            Verdict::Pass
+        );
         // b=1, h=2, i=5, d=3 with H=3, N=9, D=4
         let (b, h, i, d) = (1usize, 2usize, 5usize, 3usize);
         let idx = ((b * 3 + h) * 9 + i) * 4 + d;

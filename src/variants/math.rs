@@ -39,9 +39,7 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     check_binding("Q/K/V", qkv, caps)?;
     check_binding("the f32 copies of Q/K/V", f32_bytes, caps)?;
     if elems > u32::MAX as u64 {
-        return Err(format!(
-            "B*H*N*D = {elems} elements exceed 32-bit indexing"
-        ));
+        return Err(format!("B*H*N*D = {elems} elements exceed 32-bit indexing"));
     }
     let mask_bytes = check_mask(p, caps)?;
     // Two N x N buffers (M and S) per chunk.
@@ -179,25 +177,29 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
             flops: 2 * nn * d,
             note: "S = Qs·Ksᵀ in f32 (already scaled through q and k)".into(),
         });
-        let rows_step = |name: &str, entry: &'static str, b: Vec<&str>, grid, r, w, note: &str| {
-            Dispatch {
+        let rows_step =
+            |name: &str, entry: &'static str, b: Vec<&str>, grid, r, w, note: &str| Dispatch {
                 name: name.into(),
                 shader: shader!("math_rows.wgsl"),
                 entry,
                 overrides: vec![],
                 params,
-                bindings: b
-                    .into_iter()
-                    .map(|x| bind(x, Access::ReadWrite))
-                    .collect(),
+                bindings: b.into_iter().map(|x| bind(x, Access::ReadWrite)).collect(),
                 workgroups: grid,
                 reads_bytes: r,
                 writes_bytes: w,
                 flops: 0,
                 note: note.into(),
-            }
-        };
-        dispatches.push(rows_step("add_mask", "add_mask", vec!["S", "M"], ew, 2 * s, s, "S += M"));
+            };
+        dispatches.push(rows_step(
+            "add_mask",
+            "add_mask",
+            vec!["S", "M"],
+            ew,
+            2 * s,
+            s,
+            "S += M",
+        ));
         dispatches.push(rows_step(
             "masked_rows",
             "masked_rows",
@@ -207,7 +209,15 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
             r4,
             "F = rows with every score -inf (all-masked detection)",
         ));
-        dispatches.push(rows_step("row_max", "row_max", vec!["S", "R"], rg, s, r4, "R = row max"));
+        dispatches.push(rows_step(
+            "row_max",
+            "row_max",
+            vec!["S", "R"],
+            rg,
+            s,
+            r4,
+            "R = row max",
+        ));
         dispatches.push(rows_step(
             "exp_sum",
             "exp_sum",

@@ -116,8 +116,9 @@ pub fn compose(
     }
     let (st_name, st_src) = storage.prelude();
     let mask_src = match mask_binding {
-        Some(b) => include_str!("../../shaders/mask_bias.wgsl")
-            .replace("MASK_BINDING", &b.to_string()),
+        Some(b) => {
+            include_str!("../../shaders/mask_bias.wgsl").replace("MASK_BINDING", &b.to_string())
+        }
         None => include_str!("../../shaders/mask_none.wgsl").to_string(),
     };
     // The dtype prelude comes first: `enable f16;` must precede every declaration.
@@ -376,10 +377,7 @@ pub(crate) fn check_grid(
 
 /// Chunking of the N x N buffers over heads: how many heads' N x N f32 matrices fit one binding
 /// and one buffer (and 32-bit indexing). `Err` only when not even one head fits.
-pub(crate) fn heads_per_chunk(
-    p: &Problem,
-    caps: &AdapterCaps,
-) -> std::result::Result<u64, String> {
+pub(crate) fn heads_per_chunk(p: &Problem, caps: &AdapterCaps) -> std::result::Result<u64, String> {
     let per_head = p.seq as u64 * p.seq as u64 * 4;
     let limit = caps
         .max_storage_binding
