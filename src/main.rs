@@ -33,7 +33,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run one variant (or all) on generated inputs, time every dispatch, validate against f64.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List every adapter wgpu finds, with the features and limits that matter here.
     Adapters(AdapterArgs),
 }
@@ -141,7 +141,7 @@ fn code_for(e: &anyhow::Error) -> u8 {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(a) => cmd_run(a),
+        Command::Run(a) => cmd_run(*a),
         Command::Adapters(a) => cmd_adapters(a),
     };
     match result {

@@ -182,24 +182,11 @@ fn bad_mask_files() {
         2,
         &["inf.npy", "+inf", "element 7"],
     );
-    let fortran = f.raw(
-        "fortran.npy",
-        &npy_bytes("|b1", "(8, 8)", &[1u8; 64])
-            .iter()
-            .map(|b| *b)
-            .collect::<Vec<_>>(),
-    );
-    // (the helper writes C order; flip the flag by hand)
-    let fbytes = std::fs::read(&fortran)
-        .unwrap()
-        .windows(5)
-        .position(|w| w == b"False")
-        .map(|i| {
-            let mut b = std::fs::read(&fortran).unwrap();
-            b[i..i + 5].copy_from_slice(b"True ");
-            b
-        })
-        .unwrap();
+    // A Fortran-ordered array: the header's flag set by hand.
+    let fbytes = npy_bytes("|b1", "(8, 8)", &[1u8; 64]);
+    let at = fbytes.windows(5).position(|w| w == b"False").unwrap();
+    let mut fbytes = fbytes;
+    fbytes[at..at + 5].copy_from_slice(b"True ");
     let fortran = f.raw("fortran.npy", &fbytes);
     expect_small(&["--mask", &fortran], 2, &["fortran.npy", "Fortran"]);
 }

@@ -66,7 +66,7 @@ fn random_mask(rng: &mut rand_pcg::Pcg32, p: &Problem, float: bool) -> UserMask 
         )
     } else {
         let dead_row = (rng.next_u32() % n as u32) as usize;
-        let kill = rng.next_u32() % 2 == 0;
+        let kill = rng.next_u32() & 1 == 0;
         MaskValues::Bool(
             (0..len)
                 .map(|k| {
@@ -92,7 +92,7 @@ fn random_case(rng: &mut rand_pcg::Pcg32) -> Case {
     let dtype = pick(rng, &DType::ALL);
     let kind = pick(rng, &KINDS);
     let conv = pick(rng, &[Convention::Sdpa, Convention::Mha]);
-    let causal = rng.next_u32() % 2 == 0;
+    let causal = rng.next_u32() & 1 == 0;
     let b = 1 + rng.next_u32() % 2;
     let h = 1 + rng.next_u32() % 3;
     let n = pick(rng, &[1u32, 2, 3, 5, 8, 13, 16, 17, 24, 31, 33, 40]);
