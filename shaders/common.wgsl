@@ -1,4 +1,5 @@
-// common.wgsl — prepended to every kernel of attn-wgpu (see src/variants/mod.rs, `shader!`).
+// common.wgsl — prepended to every kernel of attn-wgpu (see src/variants/mod.rs, `shader!` and
+// `kernel!`; a dtype prelude, shaders/dtype_*.wgsl, may come before it).
 //
 // Every dispatch gets its own `Params` uniform at binding 0 (src/plan.rs, struct Params), so one
 // kernel can be dispatched over a slice of the heads without recompiling it.
@@ -9,8 +10,12 @@ struct Params {
     causal: u32,       // 1: key j takes part in row i iff j <= i (top-left aligned, as SDPA's is_causal)
     scale: f32,        // softmax scale, 1/sqrt(D) by default
     neg_inf_bits: u32, // bit pattern of -inf: WGSL has no infinite literal, so it comes in at run time
+    head_offset: u32,  // first global head of this dispatch (chunked plans)
+    heads_per_batch: u32, // H
+    mask_bstride: u32, // mask bias [Bm, Hm, N, N]: N x N blocks per batch element (0: broadcast)
+    mask_hstride: u32, // ... and per head (0: broadcast)
+    factor: f32,       // kernel-specific factor (math: sqrt(scale))
     pad0: u32,
-    pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;

@@ -5,10 +5,12 @@
 // five steps. `unfused` therefore dispatches `copy` (S -> S2, a full read and write of N x N) and
 // then `in_place` on S2; `unfused-inplace` dispatches `in_place` on S directly.
 //
-// `in_place` writes -inf above the diagonal only and reads nothing: the mask is an index test, not a
-// tensor. With no mask (non-causal) it touches no memory at all, but it is still dispatched so the
-// trace keeps its shape; `copy` with no mask is still a full copy, as masked_fill with an all-False
-// mask would be.
+// `in_place` writes -inf above the diagonal only and reads nothing when causal is the only mask: the
+// causal mask is an index test, not a tensor. With no mask (non-causal) it touches no memory at all,
+// but it is still dispatched so the trace keeps its shape; `copy` with no mask is still a full copy,
+// as masked_fill with an all-False mask would be. With an explicit mask or key padding (mask
+// prelude shaders/mask_bias.wgsl, binding 2) `in_place` adds the normalized bias to every score:
+// one read of the bias and a read + write of S. S holds this dispatch's chunk of heads only.
 
 // Both kernels move one vec4 per thread (buffers are padded to 16 bytes by the runner).
 
@@ -29,6 +31,12 @@ fn blocked4(f: u32) -> vec4<bool> {
     let j = e % vec4<u32>(n);
     let i = (e / vec4<u32>(n)) % vec4<u32>(n);
     return j > i;
+}
+
+// Bias of local element idx (head of the chunk, row, key).
+fn bias(idx: u32) -> f32 {
+    let n = params.seq;
+    return mask_bias(params.head_offset + idx / (n * n), (idx / n) % n, idx % n);
 }
 
 @compute @workgroup_size(256, 1, 1)
@@ -54,7 +62,18 @@ fn in_place(
         return;
     }
     let b = blocked4(idx * 4u);
-    if (all(b)) {
+    if (HAS_MASK) {
+        // Bias on every score (padding past the last element gets none), -inf where causal blocks.
+        let f = idx * 4u;
+        let total = params.heads * params.seq * params.seq;
+        var bv = vec4<f32>(0.0);
+        for (var c = 0u; c < 4u; c++) {
+            if (f + c < total) {
+                bv[c] = bias(f + c);
+            }
+        }
+        s[idx] = select(s[idx] + bv, vec4<f32>(neg_inf()), b);
+    } else if (all(b)) {
         s[idx] = vec4<f32>(neg_inf());          // wholly above the diagonal: write, no read
     } else if (any(b)) {
         s[idx] = select(s[idx], vec4<f32>(neg_inf()), b); // straddles it: read-modify-write

@@ -4,11 +4,14 @@
 // (64 columns cover a whole head of D = 64); each thread accumulates 8 rows x 4 columns. P is staged
 // transposed (ps[kk][row]) and V as is (vs[kk][col]), KC keys at a time. Like PyTorch's bmm, this
 // kernel does not know about the causal mask: it multiplies the zeros above the diagonal too.
-// Grid: x = column tile (c), y = row tile (i), z = head.
+// Grid: x = column tile (c), y = row tile (i), z = head of this dispatch's chunk. P (f32) holds only
+// the chunk's heads; V and O are read / written at global head head_offset + z in the storage dtype
+// (prelude shaders/dtype_*.wgsl). With PACK = 2 (bf16) each store writes a whole u32 pair of
+// neighbouring columns (the host refuses odd D then).
 
 @group(0) @binding(1) var<storage, read> p: array<f32>;
-@group(0) @binding(2) var<storage, read> v: array<f32>;
-@group(0) @binding(3) var<storage, read_write> o: array<f32>;
+@group(0) @binding(2) var<storage, read> v: array<st>;
+@group(0) @binding(3) var<storage, read_write> o: array<st>;
 
 const TM: u32 = 128u; // rows of O per workgroup
 const TN: u32 = 64u;  // columns of O per workgroup
@@ -50,7 +53,8 @@ fn main(
             let col = e % TN;
             var vv = 0.0;
             if (j0 + kk < n && c0 + col < d) {
-                vv = v[(head * n + j0 + kk) * d + c0 + col];
+                let e = ((params.head_offset + head) * n + j0 + kk) * d + c0 + col;
+                vv = load(v[e / PACK], e);
             }
             vs[kk][col / 4u][col % 4u] = vv;
         }
@@ -77,14 +81,16 @@ fn main(
     store_row(head, r0 + 7u, col, o7);
 }
 
-// Writes 4 consecutive outputs of row i from column c, skipping what lies outside N x D.
+// Writes 4 consecutive outputs of row i from column c (c a multiple of 4), skipping what lies
+// outside N x D; PACK outputs per store.
 fn store_row(head: u32, i: u32, c: u32, val: vec4<f32>) {
     let n = params.seq;
     let d = params.head_dim;
     if (i >= n) {
         return;
     }
-    for (var k = 0u; k < 4u; k++) {
-        if (c + k < d) { o[(head * n + i) * d + c + k] = val[k]; }
+    let row = ((params.head_offset + head) * n + i) * d;
+    for (var k = 0u; k < 4u; k += PACK) {
+        if (c + k < d) { o[(row + c + k) / PACK] = pack(val[k], val[min(k + 1u, 3u)]); }
     }
 }

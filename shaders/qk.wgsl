@@ -4,10 +4,12 @@
 // thread accumulates 8 x 8 outputs in registers. Q and K are staged KC columns of D at a time in
 // workgroup memory, *transposed* (qs[kk][row]) so that the inner loop reads 4 consecutive rows as one
 // vec4: 4 vec4 loads feed 64 multiply-adds.
-// Grid: x = column tile (j), y = row tile (i), z = head.
+// Grid: x = column tile (j), y = row tile (i), z = head of this dispatch's chunk. Q and K are read
+// at global head head_offset + z in the storage dtype (prelude shaders/dtype_*.wgsl, widened to
+// f32); S holds only this chunk's heads, in f32.
 
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(1) var<storage, read> q: array<st>;
+@group(0) @binding(2) var<storage, read> k: array<st>;
 @group(0) @binding(3) var<storage, read_write> s: array<f32>;
 
 const TILE: u32 = 128u;  // rows and columns of S per workgroup
@@ -28,7 +30,7 @@ fn main(
     let head = wg.z;
     let i0 = wg.y * TILE;
     let j0 = wg.x * TILE;
-    let base = head * n * d;
+    let base = (params.head_offset + head) * n * d;
 
     // 8 x 8 outputs per thread as 16 named vec4 registers: c<r><h> holds row ty*8 + r, columns
     // tx*8 + 4h .. +3. Named variables rather than an indexed array, so that no driver is tempted to
@@ -48,8 +50,8 @@ fn main(
             var qv = 0.0;
             var kv = 0.0;
             if (dd < d) {
-                if (i0 + row < n) { qv = q[base + (i0 + row) * d + dd]; }
-                if (j0 + row < n) { kv = k[base + (j0 + row) * d + dd]; }
+                if (i0 + row < n) { let e = base + (i0 + row) * d + dd; qv = load(q[e / PACK], e); }
+                if (j0 + row < n) { let e = base + (j0 + row) * d + dd; kv = load(k[e / PACK], e); }
             }
             qs[kk][row / 4u][row % 4u] = qv;
             ks[kk][row / 4u][row % 4u] = kv;

@@ -12,11 +12,15 @@
 // BC, the keys per block, is fixed at 16: a thread's 16 scores live in four named vec4 registers
 // (s0..s3), not in an indexed array that a driver might demote to slow local memory.
 // Workgroup storage: (2*BR + 2*BC) * DP * 16 + 4*BR bytes.
+//
+// Q, K, V and O are in the storage dtype (prelude shaders/dtype_*.wgsl: loads widen to f32, stores
+// write PACK elements at once); everything on chip is f32. Masks: the causal index test plus, with
+// the mask prelude shaders/mask_bias.wgsl (binding 5), the additive bias mask_bias(head, i, j).
 
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read_write> o: array<f32>;
+@group(0) @binding(1) var<storage, read> q: array<st>;
+@group(0) @binding(2) var<storage, read> k: array<st>;
+@group(0) @binding(3) var<storage, read> v: array<st>;
+@group(0) @binding(4) var<storage, read_write> o: array<st>;
 
 override BR: u32 = 64u;
 override D4: u32 = 16u;
@@ -37,7 +41,7 @@ fn main(
 ) {
     let n = params.seq;
     let d = params.head_dim;
-    let head = wg.y;
+    let head = params.head_offset + wg.y;
     let i0 = wg.x * BR;
     let i = i0 + t;
     let base = head * n * d;
@@ -51,7 +55,8 @@ fn main(
         let c = e % (D4 * 4u);
         var x = 0.0;
         if (i0 + r < n && c < d) {
-            x = q[base + (i0 + r) * d + c] * qscale;
+            let ei = base + (i0 + r) * d + c;
+            x = load(q[ei / PACK], ei) * qscale;
         }
         qs[r * DP + c / 4u][c % 4u] = x;
         os[r * DP + c / 4u][c % 4u] = 0.0;
@@ -74,8 +79,9 @@ fn main(
             var kx = 0.0;
             var vx = 0.0;
             if (j0 + r < n && c < d) {
-                kx = k[base + (j0 + r) * d + c];
-                vx = v[base + (j0 + r) * d + c];
+                let ei = base + (j0 + r) * d + c;
+                kx = load(k[ei / PACK], ei);
+                vx = load(v[ei / PACK], ei);
             }
             ks[r * DP + c / 4u][c % 4u] = kx;
             vs[r * DP + c / 4u][c % 4u] = vx;
@@ -95,10 +101,10 @@ fn main(
             s2 += qk4(qv, 8u, c4);
             s3 += qk4(qv, 12u, c4);
         }
-        s0 = masked(s0, j0, i, n, causal, ninf);
-        s1 = masked(s1, j0 + 4u, i, n, causal, ninf);
-        s2 = masked(s2, j0 + 8u, i, n, causal, ninf);
-        s3 = masked(s3, j0 + 12u, i, n, causal, ninf);
+        s0 = masked(s0, head, j0, i, n, causal, ninf);
+        s1 = masked(s1, head, j0 + 4u, i, n, causal, ninf);
+        s2 = masked(s2, head, j0 + 8u, i, n, causal, ninf);
+        s3 = masked(s3, head, j0 + 12u, i, n, causal, ninf);
         let m_new = max(m, max(max(max4(s0), max4(s1)), max(max4(s2), max4(s3))));
 
         // Online softmax. While a row has seen no allowed key, m stays -inf and nothing is added.
@@ -126,12 +132,17 @@ fn main(
     // A row with no allowed key has l = 0 and returns 0 (SDPA's convention), never NaN.
     inv_l[t] = select(0.0, 1.0 / l, l > 0.0);
     workgroupBarrier();
-    // Write O cooperatively so that consecutive threads write consecutive addresses.
-    for (var e = t; e < BR * d; e += BR) {
+    // Write O cooperatively so that consecutive threads write consecutive addresses; each thread
+    // writes PACK neighbouring elements of one row per store (D is even when PACK = 2).
+    for (var e = t * PACK; e < BR * d; e += BR * PACK) {
         let r = e / d;
         let c = e % d;
         if (i0 + r < n) {
-            o[base + (i0 + r) * d + c] = os[r * DP + c / 4u][c % 4u] * inv_l[r];
+            let c1 = min(c + 1u, d - 1u);
+            let a = os[r * DP + c / 4u][c % 4u] * inv_l[r];
+            let b = os[r * DP + c1 / 4u][c1 % 4u] * inv_l[r];
+            let ei = base + (i0 + r) * d + c;
+            o[ei / PACK] = pack(a, b);
         }
     }
 }
@@ -152,11 +163,17 @@ fn pv4(p: vec4<f32>, r0: u32, c4: u32) -> vec4<f32> {
         + p.z * vs[(r0 + 2u) * DP + c4] + p.w * vs[(r0 + 3u) * DP + c4];
 }
 
-// Scores of keys j .. j+3 for row i, with -inf where the key is past N or above the diagonal.
-fn masked(s: vec4<f32>, j: u32, i: u32, n: u32, causal: bool, ninf: f32) -> vec4<f32> {
+// Scores of keys j .. j+3 for row i, with -inf where the key is past N or above the diagonal, plus
+// the mask bias (in base 2, like the scores) when the problem has one.
+fn masked(s: vec4<f32>, head: u32, j: u32, i: u32, n: u32, causal: bool, ninf: f32) -> vec4<f32> {
     let jv = vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u);
     let allowed = (jv < vec4<u32>(n)) & ((jv <= vec4<u32>(i)) | vec4<bool>(!causal));
-    return select(vec4<f32>(ninf), s, allowed);
+    var b = vec4<f32>(0.0);
+    if (HAS_MASK) {
+        b = vec4<f32>(mask_bias(head, i, j), mask_bias(head, i, j + 1u),
+                      mask_bias(head, i, j + 2u), mask_bias(head, i, j + 3u)) * LOG2E;
+    }
+    return select(vec4<f32>(ninf), s + b, allowed);
 }
 
 fn max4(v: vec4<f32>) -> f32 {

@@ -18,11 +18,15 @@
 //   tiled_rt_sg.wgsl — through subgroup shuffles, no barrier (`tiled-subgroup`).
 // Workgroup storage: (64 + 16 + 16) * 17 * 16 + 16 * 16 * 16 = 30208 bytes, + 64 * 16 = 1024 for
 // tiled_rt_wg.wgsl.
+//
+// Q, K, V and O are in the storage dtype (prelude shaders/dtype_*.wgsl: `load` widens to f32, `pack`
+// writes PACK elements at once); everything on chip is f32. Masks: the causal index test plus, with
+// the mask prelude shaders/mask_bias.wgsl (binding 5), the additive bias mask_bias(head, i, j).
 
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read_write> o: array<f32>;
+@group(0) @binding(1) var<storage, read> q: array<st>;
+@group(0) @binding(2) var<storage, read> k: array<st>;
+@group(0) @binding(3) var<storage, read> v: array<st>;
+@group(0) @binding(4) var<storage, read_write> o: array<st>;
 
 const BR: u32 = 64u;
 const BC: u32 = 16u;
@@ -38,7 +42,7 @@ var<workgroup> pt: array<vec4<f32>, 256>;   // [key][ty]: probabilities of rows 
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let n = params.seq;
     let d = params.head_dim;
-    let head = wg.y;
+    let head = params.head_offset + wg.y;
     let i0 = wg.x * BR;
     let base = head * n * d;
     let causal = params.causal != 0u;
@@ -55,7 +59,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         let c = e % 64u;
         var x = 0.0;
         if (i0 + r < n && c < d) {
-            x = q[base + (i0 + r) * d + c] * qscale;
+            let ei = base + (i0 + r) * d + c;
+            x = load(q[ei / PACK], ei) * qscale;
         }
         qs[r * P + c / 4u][c % 4u] = x;
     }
@@ -80,8 +85,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
             var kx = 0.0;
             var vx = 0.0;
             if (j0 + r < n && c < d) {
-                kx = k[base + (j0 + r) * d + c];
-                vx = v[base + (j0 + r) * d + c];
+                let ei = base + (j0 + r) * d + c;
+                kx = load(k[ei / PACK], ei);
+                vx = load(v[ei / PACK], ei);
             }
             ks[r * P + c / 4u][c % 4u] = kx;
             vs[r * P + c / 4u][c % 4u] = vx;
@@ -108,10 +114,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
             s3 += vec4<f32>(dot(q3, k0), dot(q3, k1), dot(q3, k2), dot(q3, k3));
         }
         let keys = vec4<u32>(j0 + tx, j0 + tx + 4u, j0 + tx + 8u, j0 + tx + 12u);
-        s0 = mask_row(s0, keys, rows.x, n, causal, ninf);
-        s1 = mask_row(s1, keys, rows.y, n, causal, ninf);
-        s2 = mask_row(s2, keys, rows.z, n, causal, ninf);
-        s3 = mask_row(s3, keys, rows.w, n, causal, ninf);
+        s0 = mask_row(s0, head, keys, rows.x, n, causal, ninf);
+        s1 = mask_row(s1, head, keys, rows.y, n, causal, ninf);
+        s2 = mask_row(s2, head, keys, rows.z, n, causal, ninf);
+        s3 = mask_row(s3, head, keys, rows.w, n, causal, ninf);
 
         // Row maxima: this thread's 4 keys, then the 4 threads that share the rows.
         let m_new = max(m, row_max(vec4<f32>(max4(s0), max4(s1), max4(s2), max4(s3)), t));
@@ -158,10 +164,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     store4(base, rows.w, tx, d, n, o30 * inv.w, o31 * inv.w, o32 * inv.w, o33 * inv.w);
 }
 
-// Scores of one row against keys `keys`, with -inf where the key is past N or above the diagonal.
-fn mask_row(s: vec4<f32>, keys: vec4<u32>, i: u32, n: u32, causal: bool, ninf: f32) -> vec4<f32> {
+// Scores of row i against keys `keys`, with -inf where the key is past N or above the diagonal,
+// plus the mask bias (in base 2, like the scores) when the problem has one.
+fn mask_row(s: vec4<f32>, head: u32, keys: vec4<u32>, i: u32, n: u32, causal: bool, ninf: f32) -> vec4<f32> {
     let allowed = (keys < vec4<u32>(n)) & ((keys <= vec4<u32>(i)) | vec4<bool>(!causal));
-    return select(vec4<f32>(ninf), s, allowed);
+    var b = vec4<f32>(0.0);
+    if (HAS_MASK) {
+        b = vec4<f32>(mask_bias(head, i, keys.x), mask_bias(head, i, keys.y),
+                      mask_bias(head, i, keys.z), mask_bias(head, i, keys.w)) * LOG2E;
+    }
+    return select(vec4<f32>(ninf), s + b, allowed);
 }
 
 fn max4(x: vec4<f32>) -> f32 {
@@ -180,10 +192,12 @@ fn store4(base: u32, i: u32, tx: u32, d: u32, n: u32, a: vec4<f32>, b: vec4<f32>
     store_vec(row, (tx + 12u) * 4u, d, e);
 }
 
+// PACK neighbouring elements per store (D is even when PACK = 2, so pairs never leave the row).
 fn store_vec(row: u32, col: u32, d: u32, x: vec4<f32>) {
-    for (var c = 0u; c < 4u; c++) {
+    for (var c = 0u; c < 4u; c += PACK) {
         if (col + c < d) {
-            o[row + col + c] = x[c];
+            let e = row + col + c;
+            o[e / PACK] = pack(x[c], x[min(c + 1u, 3u)]);
         }
     }
 }

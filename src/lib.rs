@@ -7,6 +7,8 @@
 pub mod error;
 pub mod explain;
 pub mod gpu;
+pub mod mask;
+pub mod npy;
 pub mod plan;
 pub mod probe;
 pub mod problem;

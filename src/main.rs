@@ -3,7 +3,7 @@
 //! Exit codes: 0 success; 1 runtime or GPU error; 2 bad input (arguments, sizes, unknown names);
 //! 3 a result failed validation; 4 the requested variant cannot run here (the reason is printed).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -12,7 +12,9 @@ use clap::{Args, Parser, Subcommand};
 use attn_wgpu::gpu::context::{enumerate, AdapterReport};
 use attn_wgpu::gpu::runner::{Runner, Schedule};
 use attn_wgpu::gpu::{AdapterSelection, Gpu};
-use attn_wgpu::problem::{Inputs, Problem};
+use attn_wgpu::mask::normalize;
+use attn_wgpu::npy;
+use attn_wgpu::problem::{Convention, DType, Inputs, Problem};
 use attn_wgpu::report::{json, table};
 use attn_wgpu::run::{run_variant, VariantRun};
 use attn_wgpu::{variants, Error};
@@ -33,7 +35,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run one variant (or all) on generated inputs, time every dispatch, validate against f64.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List every adapter wgpu finds, with the features and limits that matter here.
     Adapters(AdapterArgs),
     /// Measure this adapter's copy bandwidth and FMA rate (the roofline `run` prints).
@@ -64,31 +66,58 @@ struct AdapterArgs {
 
 #[derive(Args)]
 struct RunArgs {
-    /// Variant to run: unfused, unfused-inplace, tiled, or all.
+    /// Variant to run: unfused, unfused-inplace, math, tiled; `all` (skips incompatible ones with
+    /// their reasons) or `auto` (the fastest compatible one by the documented rule).
     #[arg(long, default_value = "tiled")]
     variant: String,
-    #[arg(long, default_value_t = 1)]
-    batch: u32,
-    #[arg(long, default_value_t = 4)]
-    heads: u32,
-    /// Sequence length N.
-    #[arg(long, default_value_t = 256)]
-    seq: u32,
-    /// Head dimension D.
-    #[arg(long, default_value_t = 64)]
-    head_dim: u32,
-    /// Causal mask, top-left aligned (the default).
+    /// B (default 1; taken from --q when given).
+    #[arg(long)]
+    batch: Option<u32>,
+    /// H (default 4; taken from --q when given).
+    #[arg(long)]
+    heads: Option<u32>,
+    /// Sequence length N (default 256; taken from --q when given).
+    #[arg(long)]
+    seq: Option<u32>,
+    /// Head dimension D (default 64; taken from --q when given).
+    #[arg(long)]
+    head_dim: Option<u32>,
+    /// Causal mask, top-left aligned (the default). With --mask / --key-padding: their intersection.
     #[arg(long, overrides_with = "no_causal")]
     causal: bool,
-    /// No mask at all.
+    /// No causal mask.
     #[arg(long)]
     no_causal: bool,
     /// Softmax scale (default 1/sqrt(D)).
     #[arg(long, allow_negative_numbers = true)]
     scale: Option<f32>,
-    /// Storage dtype (f32 for now).
-    #[arg(long, default_value = "f32")]
-    dtype: String,
+    /// Storage dtype: f32, f16 or bf16 (default f32, or the dtype of the --q/--k/--v files).
+    #[arg(long)]
+    dtype: Option<String>,
+    /// Explicit mask: .npy, bool or float32, [N, N] or [B, 1 or H, N, N]. A float mask is added to
+    /// the scores; a bool mask is read by --mask-convention.
+    #[arg(long)]
+    mask: Option<PathBuf>,
+    /// How a bool mask is read: sdpa (True = takes part) or mha (True = blocked).
+    #[arg(long, default_value = "sdpa")]
+    mask_convention: String,
+    /// Valid keys per batch element, e.g. `--key-padding 5,8` for B=2 (keys j >= L_b are blocked).
+    #[arg(long, allow_negative_numbers = true)]
+    key_padding: Option<String>,
+    /// Q, K, V from .npy files ([B, H, N, D], float32 or float16); all three together.
+    #[arg(long)]
+    q: Option<PathBuf>,
+    #[arg(long)]
+    k: Option<PathBuf>,
+    #[arg(long)]
+    v: Option<PathBuf>,
+    /// Write the output O as .npy (the run's dtype; bf16 as float32), atomically. One variant only.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write the inputs (q.npy, k.npy, v.npy and, with a mask, mask.npy: the normalized additive
+    /// float32 bias) into this folder, to reproduce the run in PyTorch (bench/torch_sdpa.py --inputs).
+    #[arg(long)]
+    save_inputs: Option<PathBuf>,
     /// Seed of the input generator (see README: same seed, same bits everywhere).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -131,7 +160,7 @@ fn code_for(e: &anyhow::Error) -> u8 {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(a) => cmd_run(a),
+        Command::Run(a) => cmd_run(*a),
         Command::Adapters(a) => cmd_adapters(a),
         Command::Probe(a) => cli::cmd_probe(a),
         Command::Compare(a) => cli::cmd_compare(a),
@@ -186,60 +215,227 @@ fn cmd_adapters(a: AdapterArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
-    // Validate everything the user typed before touching the GPU.
-    if a.dtype != "f32" {
-        return Err(Error::InvalidProblem(format!(
-            "--dtype `{}` is not supported (supported: f32)",
-            a.dtype
-        ))
-        .into());
+fn bad(msg: String) -> anyhow::Error {
+    Error::InvalidProblem(msg).into()
+}
+
+/// An output path must be writable into an existing folder, and not be a folder itself.
+fn check_out_path(flag: &str, path: &Path) -> anyhow::Result<()> {
+    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !d.is_dir() {
+            return Err(bad(format!(
+                "{flag} {}: folder {} does not exist",
+                path.display(),
+                d.display()
+            )));
+        }
     }
-    if a.reps == 0 {
-        return Err(Error::InvalidProblem("--reps must be at least 1 (got 0)".into()).into());
+    if path.is_dir() {
+        return Err(bad(format!("{flag} {} is a folder", path.display())));
     }
-    let mut p = Problem::new(a.batch, a.heads, a.seq, a.head_dim, !a.no_causal, a.seed);
+    Ok(())
+}
+
+fn parse_key_padding(s: &str) -> anyhow::Result<Vec<u32>> {
+    s.split(',')
+        .map(|t| {
+            t.trim().parse::<u32>().map_err(|_| {
+                bad(format!(
+                    "--key-padding `{s}`: `{}` is not a non-negative integer",
+                    t.trim()
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Problem and inputs from the command line: generated, or read from --q/--k/--v.
+fn problem_and_inputs(a: &RunArgs) -> anyhow::Result<(Problem, Inputs)> {
+    let causal = !a.no_causal;
+    let files = [&a.q, &a.k, &a.v];
+    let given = files.iter().filter(|f| f.is_some()).count();
+    if given != 0 && given != 3 {
+        return Err(bad(
+            "--q, --k and --v go together: give all three or none".into()
+        ));
+    }
+    let dtype_arg = a.dtype.as_deref().map(DType::parse).transpose()?;
+    let (mut p, mut x) = if let (Some(qp), Some(kp), Some(vp)) = (&a.q, &a.k, &a.v) {
+        let q = npy::read_qkv(qp)?;
+        let k = npy::read_qkv(kp)?;
+        let v = npy::read_qkv(vp)?;
+        for (path, t) in [(kp, &k), (vp, &v)] {
+            if t.shape != q.shape {
+                return Err(bad(format!(
+                    "{}: expected shape {:?} (the shape of {}), got {:?}",
+                    path.display(),
+                    q.shape,
+                    qp.display(),
+                    t.shape
+                )));
+            }
+            if t.dtype != q.dtype {
+                return Err(bad(format!(
+                    "{}: expected dtype {} (the dtype of {}), got {}",
+                    path.display(),
+                    q.dtype.name(),
+                    qp.display(),
+                    t.dtype.name()
+                )));
+            }
+        }
+        let dims = [
+            ("--batch", a.batch),
+            ("--heads", a.heads),
+            ("--seq", a.seq),
+            ("--head-dim", a.head_dim),
+        ];
+        let mut shape = [0u32; 4];
+        for (i, (flag, val)) in dims.iter().enumerate() {
+            let from_file = q.shape[i];
+            if from_file > u32::MAX as u64 {
+                return Err(bad(format!(
+                    "{}: dimension {from_file} is too large",
+                    qp.display()
+                )));
+            }
+            if let Some(v) = val {
+                if *v as u64 != from_file {
+                    return Err(bad(format!(
+                        "{flag} {v} conflicts with {} of shape {:?}",
+                        qp.display(),
+                        q.shape
+                    )));
+                }
+            }
+            shape[i] = from_file as u32;
+        }
+        let mut p = Problem::new(shape[0], shape[1], shape[2], shape[3], causal, a.seed);
+        p.dtype = dtype_arg.unwrap_or(q.dtype);
+        let x = Inputs {
+            q: q.values,
+            k: k.values,
+            v: v.values,
+            dtype: DType::F32,
+            bias: None,
+        }
+        .rounded_to(p.dtype);
+        (p, x)
+    } else {
+        let mut p = Problem::new(
+            a.batch.unwrap_or(1),
+            a.heads.unwrap_or(4),
+            a.seq.unwrap_or(256),
+            a.head_dim.unwrap_or(64),
+            causal,
+            a.seed,
+        );
+        p.dtype = dtype_arg.unwrap_or(DType::F32);
+        if let Some(s) = a.scale {
+            p.scale = s;
+        }
+        p.validate()?;
+        let x = Inputs::generate(&p);
+        (p, x)
+    };
     if let Some(s) = a.scale {
         p.scale = s;
     }
     p.validate()?;
-    let names: Vec<String> = if a.variant == "all" {
-        variants::names().into_iter().map(String::from).collect()
-    } else {
+    let convention = Convention::parse(&a.mask_convention)?;
+    let user = a.mask.as_deref().map(npy::read_mask).transpose()?;
+    let kp = a
+        .key_padding
+        .as_deref()
+        .map(parse_key_padding)
+        .transpose()?;
+    normalize(&mut p, &mut x, user.as_ref(), convention, kp.as_deref())?;
+    Ok((p, x))
+}
+
+fn save_inputs(dir: &Path, p: &Problem, x: &Inputs) -> anyhow::Result<()> {
+    let shape = [
+        p.batch as u64,
+        p.heads as u64,
+        p.seq as u64,
+        p.head_dim as u64,
+    ];
+    for (name, data) in [("q.npy", &x.q), ("k.npy", &x.k), ("v.npy", &x.v)] {
+        npy::write(&dir.join(name), &shape, p.dtype, data)?;
+    }
+    if let (Some(l), Some(b)) = (p.mask.bias, &x.bias) {
+        let mshape = [l.batch as u64, l.heads as u64, p.seq as u64, p.seq as u64];
+        npy::write(&dir.join("mask.npy"), &mshape, DType::F32, b)?;
+    }
+    Ok(())
+}
+
+fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
+    // Validate everything the user typed before touching the GPU.
+    if a.reps == 0 {
+        return Err(bad("--reps must be at least 1 (got 0)".into()));
+    }
+    let special = a.variant == "all" || a.variant == "auto";
+    if !special {
         variants::find(&a.variant)?;
-        vec![a.variant.clone()]
-    };
+    }
     if let Some(path) = &a.json {
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-        if let Some(d) = dir {
-            if !d.is_dir() {
-                return Err(Error::InvalidProblem(format!(
-                    "--json {}: folder {} does not exist",
-                    path.display(),
-                    d.display()
-                ))
-                .into());
-            }
+        check_out_path("--json", path)?;
+    }
+    if let Some(path) = &a.out {
+        if a.variant == "all" {
+            return Err(bad(
+                "--out writes one output: pick one variant (or auto), not all".into(),
+            ));
         }
-        if path.is_dir() {
-            return Err(
-                Error::InvalidProblem(format!("--json {} is a folder", path.display())).into(),
-            );
+        check_out_path("--out", path)?;
+    }
+    if let Some(d) = &a.save_inputs {
+        if !d.is_dir() {
+            return Err(bad(format!(
+                "--save-inputs {}: folder does not exist",
+                d.display()
+            )));
         }
+    }
+    let (p, x) = problem_and_inputs(&a)?;
+    if let Some(d) = &a.save_inputs {
+        save_inputs(d, &p, &x)?;
+        eprintln!("inputs written to {}", d.display());
     }
 
     if let Some(t) = &a.trace {
         cli::check_out_path("--trace", t)?;
     }
-    let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let gpu = Gpu::open(&selection(&a.sel), variants::features_for(&name_refs))?;
+    // Features: those of the variants that may run, and f16 arithmetic for f16 storage.
+    let candidates: Vec<&str> = if special {
+        variants::names()
+    } else {
+        vec![a.variant.as_str()]
+    };
+    let mut wanted = variants::features_for(&candidates);
+    if p.dtype == DType::F16 {
+        wanted |= wgpu::Features::SHADER_F16;
+    }
+    let gpu = Gpu::open(&selection(&a.sel), wanted)?;
     let probe = cli::find_probe(&gpu, a.probe.as_deref())?;
     let schedule = Schedule {
         warmup: a.warmup,
         reps: a.reps,
     };
     print!("{}", table::header(&gpu.report, &p, a.warmup, a.reps));
-    let x = Inputs::generate(&p);
+    let mut auto_choice = None;
+    let names: Vec<String> = match a.variant.as_str() {
+        "all" => variants::names().into_iter().map(String::from).collect(),
+        "auto" => {
+            let c = variants::auto(&p, &gpu.caps)?;
+            print!("{}", table::auto(&c));
+            let picked = c.picked.clone();
+            auto_choice = Some(c);
+            vec![picked]
+        }
+        v => vec![v.to_string()],
+    };
     let mut runner = Runner::new(&gpu)?;
     runner.set_bounds_checks(a.bounds_checks == "on");
     let all = a.variant == "all";
@@ -278,11 +474,24 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             timing: schedule,
             bounds_checks: runner.bounds_checks(),
             device_setup_ms: gpu.setup_ms,
+            auto: auto_choice.as_ref(),
             runs: &runs,
             warnings,
         };
         json::write_atomic(path, &file)?;
         eprintln!("results written to {}", path.display());
+    }
+    if let Some(path) = &a.out {
+        if let Some(m) = runs.first().and_then(|r| r.measurement.as_ref()) {
+            let shape = [
+                p.batch as u64,
+                p.heads as u64,
+                p.seq as u64,
+                p.head_dim as u64,
+            ];
+            npy::write(path, &shape, p.dtype, &m.output)?;
+            eprintln!("output written to {}", path.display());
+        }
     }
     let failed: Vec<&str> = runs
         .iter()

@@ -29,11 +29,24 @@ pub struct Shader {
     /// File name under `shaders/`, e.g. `qk.wgsl`.
     pub file: &'static str,
     pub source: &'static str,
+    /// The preludes it was composed with (e.g. `f16+mask`), empty for plain `shader!` kernels.
+    pub tag: &'static str,
+}
+
+impl Shader {
+    /// What reports print: `qk.wgsl` or `qk.wgsl[f16+mask]`.
+    pub fn label(&self) -> String {
+        if self.tag.is_empty() {
+            self.file.to_string()
+        } else {
+            format!("{}[{}]", self.file, self.tag)
+        }
+    }
 }
 
 impl Serialize for Shader {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.file)
+        s.serialize_str(&self.label())
     }
 }
 
@@ -51,7 +64,18 @@ pub struct Params {
     pub scale: f32,
     /// Bit pattern of -inf, handed in at run time (WGSL has no infinite literal).
     pub neg_inf_bits: u32,
-    pub _pad: [u32; 2],
+    /// First global head (b*H + h) of this dispatch: chunked plans process heads
+    /// `head_offset .. head_offset + heads`, their N x N buffers holding only those heads.
+    pub head_offset: u32,
+    /// H: heads per batch element (global head `g` is batch `g / H`, head `g % H`).
+    pub heads_per_batch: u32,
+    /// Strides of the mask bias buffer `[Bm, Hm, N, N]` in N x N blocks, per batch element and per
+    /// head: `(b * mask_bstride + h * mask_hstride) * N * N + i * N + j` (0 broadcasts).
+    pub mask_bstride: u32,
+    pub mask_hstride: u32,
+    /// A kernel-specific factor (e.g. sqrt(scale) for `math`'s scaling of q and k).
+    pub factor: f32,
+    pub _pad: u32,
 }
 
 impl Params {
@@ -63,8 +87,31 @@ impl Params {
             causal: causal as u32,
             scale,
             neg_inf_bits: f32::NEG_INFINITY.to_bits(),
-            _pad: [0; 2],
+            head_offset: 0,
+            heads_per_batch: heads.max(1),
+            mask_bstride: 0,
+            mask_hstride: 0,
+            factor: 1.0,
+            _pad: 0,
         }
+    }
+
+    /// Params of a problem: all its heads, its mask layout.
+    pub fn of(p: &crate::problem::Problem) -> Self {
+        let mut x = Params::new(p.bh() as u32, p.seq, p.head_dim, p.causal, p.scale);
+        x.heads_per_batch = p.heads;
+        if let Some(l) = p.mask.bias {
+            x.mask_hstride = if l.heads == 1 { 0 } else { 1 };
+            x.mask_bstride = if l.batch == 1 { 0 } else { l.heads };
+        }
+        x
+    }
+
+    /// The same, restricted to `count` heads from global head `first`.
+    pub fn chunk(mut self, first: u32, count: u32) -> Self {
+        self.head_offset = first;
+        self.heads = count;
+        self
     }
 }
 
@@ -195,7 +242,7 @@ mod tests {
     }
 
     #[test]
-    fn params_is_32_bytes() {
-        assert_eq!(std::mem::size_of::<Params>(), 32);
+    fn params_is_48_bytes() {
+        assert_eq!(std::mem::size_of::<Params>(), 48);
     }
 }

@@ -27,6 +27,7 @@ const COPY: crate::plan::Shader = crate::plan::Shader {
         include_str!("../shaders/common.wgsl"),
         include_str!("../shaders/probe_copy.wgsl")
     ),
+    tag: "",
 };
 const FMA_F32: crate::plan::Shader = crate::plan::Shader {
     file: "probe_fma.wgsl",
@@ -34,6 +35,7 @@ const FMA_F32: crate::plan::Shader = crate::plan::Shader {
         include_str!("../shaders/common.wgsl"),
         include_str!("../shaders/probe_fma.wgsl")
     ),
+    tag: "",
 };
 // `enable f16;` must precede every declaration, so it goes before the common prelude.
 const FMA_F16: crate::plan::Shader = crate::plan::Shader {
@@ -43,6 +45,7 @@ const FMA_F16: crate::plan::Shader = crate::plan::Shader {
         include_str!("../shaders/common.wgsl"),
         include_str!("../shaders/probe_fma_f16.wgsl")
     ),
+    tag: "",
 };
 
 /// Threads per workgroup and vec4s per thread of probe_copy.wgsl.
@@ -252,6 +255,8 @@ fn measure(runner: &mut Runner, plan: &Plan, reps: u32, unit: &str) -> Result<Ce
         q: vec![],
         k: vec![],
         v: vec![],
+        dtype: crate::problem::DType::F32,
+        bias: None,
     };
     let m = runner.execute(plan, &empty, Schedule { warmup: 2, reps })?;
     let stats =

@@ -14,24 +14,136 @@ use serde::Serialize;
 
 use crate::{Error, Result};
 
-/// Storage type of Q, K, V and O on the GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Storage type of Q, K, V and O on the GPU. Accumulation and softmax statistics are always f32.
+///
+/// - `f16`: IEEE half, stored as WGSL `f16` (needs `SHADER_F16`).
+/// - `bf16`: bfloat16, stored as 16-bit patterns two per `u32` and widened in the shader
+///   (`bits << 16` bitcast to f32), so it runs on every adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
     F32,
+    F16,
+    BF16,
 }
 
 impl DType {
+    pub const ALL: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+
     pub fn bytes(self) -> u64 {
         match self {
             DType::F32 => 4,
+            DType::F16 | DType::BF16 => 2,
         }
     }
     pub fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
         }
     }
+    pub fn parse(s: &str) -> Result<DType> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" | "float32" => Ok(DType::F32),
+            "f16" | "float16" | "half" => Ok(DType::F16),
+            "bf16" | "bfloat16" => Ok(DType::BF16),
+            _ => Err(Error::InvalidProblem(format!(
+                "--dtype `{s}` is not supported (supported: f32, f16, bf16)"
+            ))),
+        }
+    }
+    /// Rounds one value to this dtype (round to nearest even, as `half` does) and widens it back.
+    pub fn round(self, x: f32) -> f32 {
+        match self {
+            DType::F32 => x,
+            DType::F16 => half::f16::from_f32(x).to_f32(),
+            DType::BF16 => half::bf16::from_f32(x).to_f32(),
+        }
+    }
+    /// Bytes of `values` as stored on the GPU (little-endian; 16-bit dtypes pair up in u32 words,
+    /// element 2k in the low half).
+    pub fn encode(self, values: &[f32]) -> Vec<u8> {
+        match self {
+            DType::F32 => bytemuck::cast_slice(values).to_vec(),
+            DType::F16 => values
+                .iter()
+                .flat_map(|v| half::f16::from_f32(*v).to_bits().to_le_bytes())
+                .collect(),
+            DType::BF16 => values
+                .iter()
+                .flat_map(|v| half::bf16::from_f32(*v).to_bits().to_le_bytes())
+                .collect(),
+        }
+    }
+    /// Inverse of [`DType::encode`]: the first `elems` values of `bytes`.
+    pub fn decode(self, bytes: &[u8], elems: usize) -> Vec<f32> {
+        match self {
+            DType::F32 => bytes
+                .chunks_exact(4)
+                .take(elems)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+            DType::F16 => bytes
+                .chunks_exact(2)
+                .take(elems)
+                .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
+                .collect(),
+            DType::BF16 => bytes
+                .chunks_exact(2)
+                .take(elems)
+                .map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
+                .collect(),
+        }
+    }
+}
+
+/// How a boolean mask is read: `sdpa` (True = takes part, SDPA's boolean `attn_mask`) or `mha`
+/// (True = blocked, `nn.MultiheadAttention`'s masks and `masked_fill`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Convention {
+    Sdpa,
+    Mha,
+}
+
+impl Convention {
+    pub fn parse(s: &str) -> Result<Convention> {
+        match s.to_ascii_lowercase().as_str() {
+            "sdpa" => Ok(Convention::Sdpa),
+            "mha" => Ok(Convention::Mha),
+            _ => Err(Error::InvalidProblem(format!(
+                "--mask-convention `{s}` is unknown (expected sdpa: True = takes part, or mha: True = blocked)"
+            ))),
+        }
+    }
+}
+
+/// What the GPU sees of the masks besides the causal index test: one additive f32 bias buffer
+/// `MASK` of shape `[Bm, Hm, N, N]` (Bm in {1, B}, Hm in {1, H}; broadcast over the others), built
+/// on the host from `--mask` and `--key-padding` (0 = takes part, -inf = blocked, a float mask's
+/// own values otherwise). `None` when neither is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BiasLayout {
+    pub batch: u32,
+    pub heads: u32,
+}
+
+/// The masks of a problem, as described by the user (for plans and reports; the values are in
+/// [`Inputs::bias`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct MaskDesc {
+    /// `none`, `bool` or `float`: the explicit mask's kind.
+    pub kind: String,
+    /// Where the explicit mask came from (a path, or `generated`).
+    pub source: Option<String>,
+    pub convention: Option<Convention>,
+    /// Shape of the explicit mask as given.
+    pub shape: Vec<u64>,
+    /// Valid keys per batch element (`--key-padding`).
+    pub key_padding: Option<Vec<u32>>,
+    /// Layout of the normalized bias buffer, when there is one.
+    pub bias: Option<BiasLayout>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -45,6 +157,8 @@ pub struct Problem {
     pub scale: f32,
     pub dtype: DType,
     pub seed: u64,
+    /// Explicit mask and key padding (the causal mask is `causal`).
+    pub mask: MaskDesc,
 }
 
 /// Largest sequence length and head dimension accepted at all (the adapter may refuse smaller ones).
@@ -63,6 +177,10 @@ impl Problem {
             scale: 1.0 / (head_dim.max(1) as f32).sqrt(),
             dtype: DType::F32,
             seed,
+            mask: MaskDesc {
+                kind: "none".into(),
+                ..Default::default()
+            },
         }
     }
 
@@ -122,6 +240,16 @@ impl Problem {
     pub fn scores_elems(&self) -> u64 {
         self.bh() * self.seq as u64 * self.seq as u64
     }
+    /// Bytes of the normalized mask bias buffer (0 without one).
+    pub fn bias_bytes(&self) -> u64 {
+        self.mask.bias.map_or(0, |b| {
+            b.batch as u64 * b.heads as u64 * self.seq as u64 * self.seq as u64 * 4
+        })
+    }
+    /// Whether any mask at all applies (causal, explicit or key padding).
+    pub fn masked(&self) -> bool {
+        self.causal || self.mask.bias.is_some()
+    }
     /// Number of (query, key) pairs that take part: N^2 per head, or N(N+1)/2 when causal.
     pub fn allowed_pairs_per_head(&self) -> u64 {
         let n = self.seq as u64;
@@ -132,7 +260,7 @@ impl Problem {
         }
     }
     pub fn shape_string(&self) -> String {
-        format!(
+        let mut s = format!(
             "B={} H={} N={} D={} {} {}",
             self.batch,
             self.heads,
@@ -140,16 +268,37 @@ impl Problem {
             self.head_dim,
             self.dtype.name(),
             if self.causal { "causal" } else { "non-causal" }
-        )
+        );
+        if self.mask.kind != "none" {
+            s += &format!(
+                " mask={}{:?}/{}",
+                self.mask.kind,
+                self.mask.shape,
+                self.mask
+                    .convention
+                    .map_or("-", |c| if c == Convention::Sdpa { "sdpa" } else { "mha" })
+            );
+        }
+        if let Some(kp) = &self.mask.key_padding {
+            s += &format!(" key-padding={kp:?}");
+        }
+        if self.causal && self.mask.bias.is_some() {
+            s += " (causal AND mask: intersection)";
+        }
+        s
     }
 }
 
-/// Q, K and V as f32 (the values the GPU sees and the reference uses).
+/// Q, K and V as f32 holding the values the GPU sees (already rounded to `dtype`), and the
+/// normalized mask bias. The reference computes on exactly these.
 #[derive(Debug, Clone)]
 pub struct Inputs {
     pub q: Vec<f32>,
     pub k: Vec<f32>,
     pub v: Vec<f32>,
+    pub dtype: DType,
+    /// `[Bm, Hm, N, N]` additive bias (see [`BiasLayout`]), when the problem has one.
+    pub bias: Option<Vec<f32>>,
 }
 
 /// One uniform value in [-1, 1) from one u32 (see the module docs).
@@ -167,7 +316,35 @@ impl Inputs {
         let q = draw(n);
         let k = draw(n);
         let v = draw(n);
-        Inputs { q, k, v }
+        Inputs {
+            q,
+            k,
+            v,
+            dtype: DType::F32,
+            bias: None,
+        }
+        .rounded_to(p.dtype)
+    }
+
+    /// Rounds Q, K and V once to `dtype` (the values the GPU and the reference then share).
+    pub fn rounded_to(mut self, dtype: DType) -> Inputs {
+        for x in [&mut self.q, &mut self.k, &mut self.v] {
+            x.iter_mut().for_each(|v| *v = dtype.round(*v));
+        }
+        self.dtype = dtype;
+        self
+    }
+
+    /// Bytes to upload into the plan's input buffer `name` (`Q`, `K`, `V` in the run's dtype,
+    /// `MASK` as f32), if it is one of them.
+    pub fn upload_bytes(&self, name: &str) -> Option<Vec<u8>> {
+        match name {
+            "Q" => Some(self.dtype.encode(&self.q)),
+            "K" => Some(self.dtype.encode(&self.k)),
+            "V" => Some(self.dtype.encode(&self.v)),
+            "MASK" => self.bias.as_ref().map(|b| bytemuck::cast_slice(b).to_vec()),
+            _ => None,
+        }
     }
 }
 

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::gpu::runner::{Measurement, Runner, Schedule};
 use crate::gpu::Gpu;
+use crate::mask::Semantics;
 use crate::plan::{Plan, Role};
 use crate::problem::{Inputs, Problem};
 use crate::report::stats::Stats;
@@ -75,6 +76,8 @@ pub struct VariantRun {
     pub memory: Option<Memory>,
     pub traffic: Option<Traffic>,
     pub validation: Option<Validation>,
+    /// What this variant returns for a row in which no key takes part.
+    pub fully_masked_rows: Option<Semantics>,
     pub measurement: Option<Measurement>,
     #[serde(skip)]
     pub plan: Option<Plan>,
@@ -96,6 +99,7 @@ impl VariantRun {
             memory: None,
             traffic: None,
             validation: None,
+            fully_masked_rows: variants::find(variant).ok().map(|v| v.fully_masked),
             measurement: None,
             plan: None,
         }
@@ -125,7 +129,7 @@ pub fn summarize(
             None => {
                 rows.push(DispatchRow {
                     name: d.name.clone(),
-                    shader: d.shader.file.into(),
+                    shader: d.shader.label(),
                     entry: d.entry.into(),
                     calls: 0,
                     workgroups: vec![],
@@ -231,7 +235,8 @@ pub fn run_variant(
     };
     let m = runner.execute(&plan, x, schedule)?;
     let (rows, fwd, mem, traffic) = summarize(&plan, &m);
-    let validation = validate(p, x, &m.output, &rows_to_check(p));
+    let sem = variants::find(variant)?.fully_masked;
+    let validation = validate(p, x, &m.output, &rows_to_check(p), sem);
     let observed = m.reps.first().map_or(0, |r| {
         r.dispatch_gpu_us.iter().filter(|t| t.is_some()).count()
     });
@@ -248,6 +253,7 @@ pub fn run_variant(
         memory: Some(mem),
         traffic: Some(traffic),
         validation: Some(validation),
+        fully_masked_rows: Some(sem),
         measurement: Some(m),
         plan: Some(plan),
     })

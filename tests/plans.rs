@@ -163,3 +163,113 @@ fn subgroup_variant_gives_its_reasons() {
         .to_string();
     assert!(e.contains("--head-dim 128"), "{e}");
 }
+
+#[test]
+fn unfused_chunks_heads_when_scores_exceed_the_binding() {
+    // B*H = 6 heads of N = 64: S = 6 * 64 * 64 * 4 = 96 KiB. A 40 KiB binding holds 2 heads.
+    let p = Problem::new(2, 3, 64, 16, true, 0);
+    let mut c = caps();
+    c.max_storage_binding = 40 * 1024;
+    for (name, steps) in [("unfused", 6), ("unfused-inplace", 5)] {
+        let plan = variants::plan(name, &p, &c).unwrap();
+        assert_eq!(plan.dispatches.len(), 3 * steps, "{name}: 3 chunks");
+        let s = plan.buffer("S").unwrap();
+        assert_eq!(s.bytes, 2 * 64 * 64 * 4, "S holds one chunk");
+        let offsets: Vec<(u32, u32)> = plan
+            .dispatches
+            .iter()
+            .filter(|d| d.name == "qk")
+            .map(|d| (d.params.head_offset, d.params.heads))
+            .collect();
+        assert_eq!(offsets, [(0, 2), (2, 2), (4, 2)]);
+        assert!(plan.notes.iter().any(|n| n.contains("chunked")), "{name}");
+        // Traffic is the same as unchunked: every head's work is counted once.
+        let whole = variants::plan(name, &p, &caps()).unwrap();
+        assert_eq!(plan.reads_bytes(), whole.reads_bytes());
+        assert_eq!(plan.writes_bytes(), whole.writes_bytes());
+        assert_eq!(plan.flops(), whole.flops());
+    }
+    // max_buffer_size limits the same way; an uneven split leaves a smaller last chunk.
+    let mut c = caps();
+    c.max_buffer = 3 * 64 * 64 * 4 + 1;
+    let plan = variants::plan("math", &p, &c).unwrap();
+    let heads: Vec<u32> = plan
+        .dispatches
+        .iter()
+        .filter(|d| d.name == "qk")
+        .map(|d| d.params.heads)
+        .collect();
+    assert_eq!(heads, [3, 3]);
+    // Refused only when one head's N x N cannot be bound, with the reason.
+    let mut c = caps();
+    c.max_storage_binding = 64 * 64 * 4 - 1;
+    let p = Problem::new(2, 3, 64, 4, true, 0); // Q/K/V (6 KiB) still fit
+    for name in ["unfused", "unfused-inplace", "math"] {
+        match variants::plan(name, &p, &c) {
+            Err(Error::Incompatible { reason, .. }) => {
+                assert!(reason.contains("one head's N x N"), "{reason}")
+            }
+            other => panic!("{name}: expected Incompatible, got {other:?}"),
+        }
+    }
+    // tiled never materializes N x N.
+    assert!(variants::plan("tiled", &p, &c).is_ok());
+}
+
+#[test]
+fn mask_reads_are_counted() {
+    use attn_wgpu::mask::normalize;
+    use attn_wgpu::problem::{Convention, Inputs};
+    let mut p = Problem::new(2, 3, 8, 16, false, 0);
+    let mut x = Inputs::generate(&p);
+    normalize(&mut p, &mut x, None, Convention::Sdpa, Some(&[3, 8])).unwrap();
+    let plain = Problem::new(2, 3, 8, 16, false, 0);
+    for name in ["unfused-inplace", "tiled", "math"] {
+        let with = variants::plan(name, &p, &caps()).unwrap();
+        let without = variants::plan(name, &plain, &caps()).unwrap();
+        assert!(with.buffer("MASK").is_some(), "{name}");
+        assert_eq!(with.buffer("MASK").unwrap().bytes, 2 * 8 * 8 * 4);
+        // One N x N block of f32 bias per head (6 heads).
+        let extra = with.reads_bytes() - without.reads_bytes();
+        assert!(extra >= 6 * 8 * 8 * 4, "{name}: {extra}");
+    }
+    let ip = variants::plan("unfused-inplace", &p, &caps()).unwrap();
+    let m = ip.dispatches.iter().find(|d| d.name == "mask").unwrap();
+    assert_eq!(m.reads_bytes, 6 * 64 * 4 + 6 * 64 * 4, "S + bias");
+}
+
+#[test]
+fn requirements_give_reasons() {
+    use attn_wgpu::problem::DType;
+    let mut p = Problem::new(1, 1, 8, 7, false, 0);
+    p.dtype = DType::BF16;
+    for name in ["unfused", "unfused-inplace", "tiled"] {
+        let e = variants::plan(name, &p, &caps()).unwrap_err().to_string();
+        assert!(e.contains("D must be even") && e.contains("D=7"), "{e}");
+    }
+    assert!(variants::plan("math", &p, &caps()).is_ok());
+    p.dtype = DType::F16;
+    p.head_dim = 8;
+    let e = variants::plan("tiled", &p, &caps())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("SHADER_F16"), "{e}");
+    // math reads f16 through pack2x16float: no feature needed.
+    assert!(variants::plan("math", &p, &caps()).is_ok());
+    let choice = variants::auto(&p, &caps()).unwrap();
+    assert_eq!(choice.picked, "math");
+    assert_eq!(choice.not_picked.len(), 4);
+    assert!(choice
+        .not_picked
+        .iter()
+        .all(|(_, r)| r.contains("SHADER_F16")));
+    let mut c = caps();
+    c.f16 = true;
+    let choice = variants::auto(&p, &c).unwrap();
+    assert_eq!(choice.picked, "tiled");
+    assert!(choice
+        .not_picked
+        .iter()
+        .all(|(v, r)| r.contains("ranked below `tiled`")
+            || (v == "tiled-subgroup" && r.contains("SUBGROUP"))));
+}

@@ -109,11 +109,18 @@ pub struct Measurement {
     pub readback: HostSpan,
 }
 
-type PipelineKey = (&'static str, &'static str, Vec<(String, u64)>);
+/// Composed shader sources live for the whole process (see `variants::compose`), so a source is
+/// identified by its address and length.
+type SourceKey = (usize, usize);
+type PipelineKey = (SourceKey, &'static str, Vec<(String, u64)>);
+
+fn source_key(s: &crate::plan::Shader) -> SourceKey {
+    (s.source.as_ptr() as usize, s.source.len())
+}
 
 pub struct Runner<'g> {
     gpu: &'g Gpu,
-    modules: HashMap<&'static str, wgpu::ShaderModule>,
+    modules: HashMap<SourceKey, wgpu::ShaderModule>,
     pipelines: HashMap<PipelineKey, wgpu::ComputePipeline>,
     profiler: GpuProfiler,
     epoch: Instant,
@@ -175,9 +182,10 @@ impl<'g> Runner<'g> {
         d: &crate::plan::Dispatch,
     ) -> Result<(wgpu::ComputePipeline, CompileSample)> {
         let t0 = Instant::now();
+        let sk = source_key(&d.shader);
         let mut sample = CompileSample {
             dispatch: d.name.clone(),
-            shader: d.shader.file.into(),
+            shader: d.shader.label(),
             entry: d.entry.into(),
             cached: true,
             start_us: (t0 - self.epoch).as_secs_f64() * 1e6,
@@ -185,7 +193,7 @@ impl<'g> Runner<'g> {
             pipeline_us: 0.0,
         };
         let key: PipelineKey = (
-            d.shader.file,
+            sk,
             d.entry,
             d.overrides
                 .iter()
@@ -197,13 +205,14 @@ impl<'g> Runner<'g> {
         }
         sample.cached = false;
         let gpu = self.gpu;
-        if !self.modules.contains_key(d.shader.file) {
+        if !self.modules.contains_key(&sk) {
+            let label = d.shader.label();
             let desc = wgpu::ShaderModuleDescriptor {
-                label: Some(d.shader.file),
+                label: Some(&label),
                 source: wgpu::ShaderSource::Wgsl(d.shader.source.into()),
             };
             let checks = self.bounds_checks;
-            let module = gpu.scoped(&format!("compiling shaders/{}", d.shader.file), || {
+            let module = gpu.scoped(&format!("compiling shaders/{label}"), || {
                 if checks {
                     gpu.device.create_shader_module(desc)
                 } else {
@@ -218,17 +227,19 @@ impl<'g> Runner<'g> {
                     }
                 }
             })?;
-            self.modules.insert(d.shader.file, module);
+            self.modules.insert(sk, module);
             sample.module_us = Some(t0.elapsed().as_secs_f64() * 1e6);
         }
         let t1 = Instant::now();
-        let module = &self.modules[d.shader.file];
+        let module = &self.modules[&sk];
         let constants: Vec<(&str, f64)> =
             d.overrides.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         let pipeline = gpu.scoped(
             &format!(
                 "creating the pipeline {}:{} {:?}",
-                d.shader.file, d.entry, d.overrides
+                d.shader.label(),
+                d.entry,
+                d.overrides
             ),
             || {
                 gpu.device
@@ -289,21 +300,31 @@ impl<'g> Runner<'g> {
         })?;
         let t_buffers = Instant::now();
 
-        // 2. Uploads: inputs by name; the output poisoned with NaN so unwritten elements show up.
+        // 2. Uploads: inputs by name (Q, K, V in the run's dtype, MASK as f32; see
+        //    `Inputs::upload_bytes`); the output poisoned with NaN so unwritten elements show up.
+        for b in plan.buffers.iter().filter(|b| b.role == Role::Input) {
+            if inputs.upload_bytes(&b.name).is_none() {
+                return Err(Error::Gpu {
+                    stage: "uploading inputs".into(),
+                    message: format!("the plan's input buffer `{}` has no data", b.name),
+                });
+            }
+        }
         gpu.scoped("uploading inputs", || {
-            for b in &plan.buffers {
-                let data: Option<&[f32]> = match (b.role, b.name.as_str()) {
-                    (Role::Input, "Q") => Some(&inputs.q),
-                    (Role::Input, "K") => Some(&inputs.k),
-                    (Role::Input, "V") => Some(&inputs.v),
-                    _ => None,
-                };
-                if let Some(data) = data {
-                    gpu.queue
-                        .write_buffer(&buffers[&b.name], 0, bytemuck::cast_slice(data));
+            for b in plan.buffers.iter().filter(|b| b.role == Role::Input) {
+                if let Some(mut data) = inputs.upload_bytes(&b.name) {
+                    // write_buffer needs a multiple of 4 bytes (16-bit dtypes, odd counts).
+                    data.resize(data.len().next_multiple_of(4), 0);
+                    data.truncate(buffers[&b.name].size() as usize);
+                    gpu.queue.write_buffer(&buffers[&b.name], 0, &data);
                 }
             }
-            let poison = vec![0xFFu8; plan.buffer(&plan.output).map_or(0, |b| b.bytes) as usize];
+            let poison = vec![
+                0xFFu8;
+                plan.buffer(&plan.output)
+                    .map_or(0, |b| b.bytes.next_multiple_of(4))
+                    as usize
+            ];
             gpu.queue.write_buffer(&buffers[&plan.output], 0, &poison);
         })?;
         gpu.wait("uploading inputs")?;
@@ -384,8 +405,10 @@ impl<'g> Runner<'g> {
             warnings.push("some forwards returned no timestamps".into());
         }
         let out_bytes = plan.buffer(&plan.output).map_or(0, |b| b.bytes);
+        let out_elems = (out_bytes / inputs.dtype.bytes()) as usize;
         let t_rb = Instant::now();
-        let output = self.read_back(&prepared.buffers[&plan.output], out_bytes)?;
+        let raw = self.read_back(&prepared.buffers[&plan.output], out_bytes)?;
+        let output = inputs.dtype.decode(&raw, out_elems);
         let readback = HostSpan {
             start_us: (t_rb - self.epoch).as_secs_f64() * 1e6,
             dur_us: t_rb.elapsed().as_secs_f64() * 1e6,
@@ -480,7 +503,7 @@ impl<'g> Runner<'g> {
     }
 
     /// Reads the first `bytes` bytes of `src` (the buffer itself is padded to 16 bytes).
-    fn read_back(&self, src: &wgpu::Buffer, bytes: u64) -> Result<Vec<f32>> {
+    fn read_back(&self, src: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
         let gpu = self.gpu;
         let size = bytes
             .next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
@@ -522,7 +545,7 @@ impl<'g> Runner<'g> {
             stage: "mapping the output".into(),
             message: e.to_string(),
         })?;
-        let out: Vec<f32> = bytemuck::cast_slice(&data[..bytes as usize]).to_vec();
+        let out: Vec<u8> = data[..(bytes as usize).min(data.len())].to_vec();
         drop(data);
         staging.unmap();
         Ok(out)

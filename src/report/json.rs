@@ -48,6 +48,8 @@ pub struct ResultsFile<'a> {
     /// Whether wgpu's injected shader index clamping was on.
     pub bounds_checks: bool,
     pub device_setup_ms: f64,
+    /// `--variant auto`: the variant picked, the rule, and why every other one was not.
+    pub auto: Option<&'a crate::variants::AutoChoice>,
     pub runs: &'a [VariantRun],
     pub warnings: Vec<String>,
 }

@@ -154,6 +154,9 @@ pub fn variant(r: &VariantRun) -> String {
     for n in &r.notes {
         let _ = writeln!(s, "Note        : {n}");
     }
+    if let Some(sem) = r.fully_masked_rows {
+        let _ = writeln!(s, "Masked rows : {}", sem.describe());
+    }
     if let Some(v) = &r.validation {
         let worst = v.worst.as_ref().map_or(String::new(), |w| {
             format!(
@@ -163,9 +166,9 @@ pub fn variant(r: &VariantRun) -> String {
         });
         let _ = writeln!(
             s,
-            "Validation  : {}  max abs err {:.3e}, max rel err {:.3e} (floor {}), {} NaN, {} Inf{}; {} of {} rows checked against f64 (atol {:e}, rtol {:e})",
+            "Validation  : {}  max abs err {:.3e}, max rel err {:.3e} (floor {}), {} NaN, {} Inf{}; {} of {} rows checked against f64 (atol {:e}, rtol {:e}); {} fully-masked rows ({} expected NaN)",
             v.verdict, v.max_abs_err, v.max_rel_err, v.rel_err_floor, v.nan_count, v.inf_count, worst,
-            v.rows_checked, v.rows_total, v.atol, v.rtol
+            v.rows_checked, v.rows_total, v.atol, v.rtol, v.fully_masked_rows, v.expected_nan_count
         );
     }
     if let Some(m) = &r.measurement {
@@ -230,6 +233,16 @@ pub fn summary(runs: &[VariantRun]) -> String {
                 .as_ref()
                 .map_or("-".into(), |v| v.verdict.to_string()),
         );
+    }
+    s
+}
+
+/// What `--variant auto` decided, and why not the others.
+pub fn auto(c: &crate::variants::AutoChoice) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "Auto     : picked `{}` — rule: {}", c.picked, c.rule);
+    for (v, why) in &c.not_picked {
+        let _ = writeln!(s, "           not `{v}`: {why}");
     }
     s
 }

@@ -7,9 +7,10 @@
 //! largest whose workgroup storage fits the adapter's `max_compute_workgroup_storage_size`;
 //! D4 = ceil(D/4) and the odd row pitch DP. BC = 16 keys per block is fixed by the kernel.
 
-use super::{check_binding, check_grid, shader};
+use super::unfused::{bind, buf};
+use super::{check_binding, check_grid, check_mask, kernel, Storage};
 use crate::gpu::AdapterCaps;
-use crate::plan::{Access, BindingDecl, BufferDecl, Dispatch, Params, Plan, Role};
+use crate::plan::{Access, Dispatch, Params, Plan, Role};
 use crate::problem::Problem;
 
 /// BR candidates, preferred first: BR = 64 halves the K/V re-reads of BR = 32.
@@ -169,16 +170,27 @@ fn build_with(
         kv_rows += keys;
         pairs += rows * keys;
     }
-    let reads = qkv + bh * kv_rows * d * e * 2;
+    let mask_bytes = check_mask(p, caps)?;
+    // The mask bias is read for every visited (row, key) pair, per head.
+    let mask_reads = if mask_bytes > 0 { bh * pairs * 4 } else { 0 };
+    let reads = qkv + bh * kv_rows * d * e * 2 + mask_reads;
     let flops = bh * pairs * d * 4;
-    let params = Params::new(heads, p.seq, p.head_dim, p.causal, p.scale);
+    let params = Params::of(p);
+    let storage = Storage::of(p.dtype);
+    let mask_binding = (mask_bytes > 0).then_some(5);
     let (shader, overrides) = if subgroup {
-        (shader!("tiled_rt.wgsl", "tiled_rt_sg.wgsl"), vec![])
+        (
+            kernel!("tiled_rt.wgsl" + "tiled_rt_sg.wgsl", storage, mask_binding),
+            vec![],
+        )
     } else if cfg.register_tiled {
-        (shader!("tiled_rt.wgsl", "tiled_rt_wg.wgsl"), vec![])
+        (
+            kernel!("tiled_rt.wgsl" + "tiled_rt_wg.wgsl", storage, mask_binding),
+            vec![],
+        )
     } else {
         (
-            shader!("tiled.wgsl"),
+            kernel!("tiled.wgsl", storage, mask_binding),
             vec![
                 ("BR".to_string(), cfg.br as f64),
                 ("D4".to_string(), cfg.d4 as f64),
@@ -186,50 +198,39 @@ fn build_with(
             ],
         )
     };
-    let bind = |b: &str, a| BindingDecl {
-        buffer: b.into(),
-        access: a,
-    };
+    let mut buffers = vec![
+        buf("Q", qkv, Role::Input, false),
+        buf("K", qkv, Role::Input, false),
+        buf("V", qkv, Role::Input, false),
+    ];
+    let mut bindings = vec![
+        bind("Q", Access::Read),
+        bind("K", Access::Read),
+        bind("V", Access::Read),
+        bind("O", Access::ReadWrite),
+    ];
+    if mask_bytes > 0 {
+        buffers.push(buf("MASK", mask_bytes, Role::Input, false));
+        bindings.push(bind("MASK", Access::Read));
+    }
+    buffers.push(buf("O", qkv, Role::Output, false));
+    let mut notes = vec![
+        "the N x N score matrix never reaches device memory".to_string(),
+        "a row with no allowed key returns 0 (SDPA's convention)".to_string(),
+    ];
+    if p.causal && mask_bytes > 0 {
+        notes.push("causal AND explicit mask / key padding: their intersection".into());
+    }
     Ok(Plan {
         variant: variant.into(),
-        buffers: vec![
-            BufferDecl {
-                name: "Q".into(),
-                bytes: qkv,
-                role: Role::Input,
-                n_by_n: false,
-            },
-            BufferDecl {
-                name: "K".into(),
-                bytes: qkv,
-                role: Role::Input,
-                n_by_n: false,
-            },
-            BufferDecl {
-                name: "V".into(),
-                bytes: qkv,
-                role: Role::Input,
-                n_by_n: false,
-            },
-            BufferDecl {
-                name: "O".into(),
-                bytes: qkv,
-                role: Role::Output,
-                n_by_n: false,
-            },
-        ],
+        buffers,
         dispatches: vec![Dispatch {
             name: "attention".into(),
             shader,
             entry: "main",
             overrides,
             params,
-            bindings: vec![
-                bind("Q", Access::Read),
-                bind("K", Access::Read),
-                bind("V", Access::Read),
-                bind("O", Access::ReadWrite),
-            ],
+            bindings,
             workgroups: [x, heads, 1],
             reads_bytes: reads,
             writes_bytes: qkv,
@@ -257,9 +258,6 @@ fn build_with(
                 ("workgroup_storage_bytes".into(), cfg.storage_bytes() as f64),
             ]
         },
-        notes: vec![
-            "the N x N score matrix never reaches device memory".into(),
-            "a row with no allowed key returns 0 (SDPA's convention)".into(),
-        ],
+        notes,
     })
 }

@@ -1,0 +1,7 @@
+// dtype_f16x2.wgsl — storage prelude: IEEE half as 16-bit patterns, two per u32, converted with the
+// core builtins unpack2x16float / pack2x16float: f16 data on adapters *without* SHADER_F16 (used by
+// `math`'s conversion dispatches, which therefore run everywhere). (Names: see dtype_f32.wgsl.)
+alias st = u32;
+const PACK: u32 = 2u;
+fn load(w: st, e: u32) -> f32 { return unpack2x16float(w)[e & 1u]; }
+fn pack(a: f32, b: f32) -> st { return pack2x16float(vec2<f32>(a, b)); }

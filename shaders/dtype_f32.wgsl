@@ -1,0 +1,11 @@
+// dtype_f32.wgsl — storage prelude: Q, K, V and O stored as f32 (one element per array slot).
+//
+// Every dtype prelude declares the same names, so each kernel body is written once:
+//   st            the storage array's element type
+//   PACK          elements per storage slot (1, or 2 for 16-bit patterns in a u32)
+//   load(w, e)    element e (an *element* index) as f32, given w = array[e / PACK]
+//   pack(a, b)    the storage slot holding elements (a, b); b is ignored when PACK = 1
+alias st = f32;
+const PACK: u32 = 1u;
+fn load(w: st, e: u32) -> f32 { return w; }
+fn pack(a: f32, b: f32) -> st { return a; }

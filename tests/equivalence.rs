@@ -1,0 +1,346 @@
+//! Seeded randomized equivalence suite: every variant against the f64 reference over random
+//! (variant, dtype, mask kind, convention, causal, B, H, N, D) on the test adapter, plus edge cases
+//! (N = 1, odd D, key padding 0 and N, all-True / all-False masks, rows with no allowed key).
+//! One device and one runner (pipelines are cached); every failure is reported at once.
+
+mod common;
+
+use attn_wgpu::gpu::runner::{Runner, Schedule};
+use attn_wgpu::mask::{normalize, MaskValues, Semantics, UserMask};
+use attn_wgpu::problem::{Convention, DType, Inputs, Problem};
+use attn_wgpu::run::run_variant;
+use attn_wgpu::validate::Verdict;
+use attn_wgpu::variants;
+use attn_wgpu::Error;
+use rand_core::{RngCore, SeedableRng};
+
+const SCHED: Schedule = Schedule { warmup: 0, reps: 1 };
+
+/// Mask kinds the suite draws from.
+const KINDS: [&str; 6] = [
+    "none",
+    "bool",
+    "float",
+    "padding",
+    "bool+padding",
+    "float+padding",
+];
+
+struct Case {
+    variant: &'static str,
+    p: Problem,
+    x: Inputs,
+    desc: String,
+}
+
+fn pick<T: Copy>(rng: &mut rand_pcg::Pcg32, xs: &[T]) -> T {
+    xs[(rng.next_u32() as usize) % xs.len()]
+}
+
+fn unit(rng: &mut rand_pcg::Pcg32) -> f32 {
+    (rng.next_u32() >> 8) as f32 / (1u32 << 24) as f32
+}
+
+/// A random mask of a random allowed shape; bool masks sometimes block whole rows.
+fn random_mask(rng: &mut rand_pcg::Pcg32, p: &Problem, float: bool) -> UserMask {
+    let n = p.seq as u64;
+    let shape = match rng.next_u32() % 3 {
+        0 => vec![n, n],
+        1 => vec![p.batch as u64, 1, n, n],
+        _ => vec![p.batch as u64, p.heads as u64, n, n],
+    };
+    let len = shape.iter().product::<u64>() as usize;
+    let density = pick(rng, &[0.1f32, 0.5, 0.9]);
+    let values = if float {
+        MaskValues::Float(
+            (0..len)
+                .map(|_| {
+                    let u = unit(rng);
+                    if u < 0.15 {
+                        f32::NEG_INFINITY
+                    } else {
+                        (unit(rng) - 0.5) * 6.0
+                    }
+                })
+                .collect(),
+        )
+    } else {
+        let dead_row = (rng.next_u32() % n as u32) as usize;
+        let kill = rng.next_u32() & 1 == 0;
+        MaskValues::Bool(
+            (0..len)
+                .map(|k| {
+                    let row = (k / n as usize) % n as usize;
+                    if kill && row == dead_row {
+                        false
+                    } else {
+                        unit(rng) < density
+                    }
+                })
+                .collect(),
+        )
+    };
+    UserMask {
+        shape,
+        values,
+        source: "generated".into(),
+    }
+}
+
+fn random_case(rng: &mut rand_pcg::Pcg32) -> Case {
+    let variant = pick(rng, &["unfused", "unfused-inplace", "math", "tiled"]);
+    let dtype = pick(rng, &DType::ALL);
+    let kind = pick(rng, &KINDS);
+    let conv = pick(rng, &[Convention::Sdpa, Convention::Mha]);
+    let causal = rng.next_u32() & 1 == 0;
+    let b = 1 + rng.next_u32() % 2;
+    let h = 1 + rng.next_u32() % 3;
+    let n = pick(rng, &[1u32, 2, 3, 5, 8, 13, 16, 17, 24, 31, 33, 40]);
+    let d = pick(rng, &[1u32, 2, 3, 4, 7, 8, 12, 16, 17, 24, 32]);
+    let seed = rng.next_u64();
+    let mut p = Problem::new(b, h, n, d, causal, seed);
+    p.dtype = dtype;
+    let mut x = Inputs::generate(&p);
+    let user = match kind {
+        "bool" | "bool+padding" => Some(random_mask(rng, &p, false)),
+        "float" | "float+padding" => Some(random_mask(rng, &p, true)),
+        _ => None,
+    };
+    let padding: Option<Vec<u32>> = kind
+        .contains("padding")
+        .then(|| (0..b).map(|_| rng.next_u32() % (n + 1)).collect());
+    normalize(&mut p, &mut x, user.as_ref(), conv, padding.as_deref()).unwrap();
+    let desc = format!(
+        "{variant} {} mask={kind} conv={conv:?} pad={padding:?} seed={seed}",
+        p.shape_string()
+    );
+    Case {
+        variant,
+        p,
+        x,
+        desc,
+    }
+}
+
+#[test]
+fn randomized_equivalence_suite() {
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    let mut rng = rand_pcg::Pcg32::seed_from_u64(0x5eed_2026);
+    let mut failures = Vec::new();
+    let (mut ran, mut refused, mut fully_masked_rows) = (0u32, 0u32, 0u64);
+    let t0 = std::time::Instant::now();
+    while ran < 520 {
+        let c = random_case(&mut rng);
+        match run_variant(gpu, &mut runner, &c.p, &c.x, c.variant, SCHED, false) {
+            Ok(r) => {
+                ran += 1;
+                let v = r.validation.unwrap();
+                fully_masked_rows += v.fully_masked_rows;
+                if v.verdict != Verdict::Pass {
+                    failures.push(format!(
+                        "{}: max abs {:.3e} ratio {:.2} NaN {} worst {:?}",
+                        c.desc, v.max_abs_err, v.max_tol_ratio, v.nan_count, v.worst
+                    ));
+                }
+            }
+            Err(Error::Incompatible { reason, .. }) => {
+                refused += 1;
+                // The only refusals possible here: odd D with bf16, f16 without SHADER_F16.
+                let ok = (c.p.dtype == DType::BF16
+                    && c.p.head_dim % 2 == 1
+                    && reason.contains("D must be even"))
+                    || (c.p.dtype == DType::F16 && !gpu.caps.f16 && reason.contains("SHADER_F16"));
+                if !ok {
+                    failures.push(format!("{}: unexpected refusal: {reason}", c.desc));
+                }
+            }
+            Err(e) => failures.push(format!("{}: error {e}", c.desc)),
+        }
+    }
+    eprintln!(
+        "{ran} cases ran, {refused} refused as expected, {fully_masked_rows} fully-masked rows \
+         checked, in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(
+        fully_masked_rows > 100,
+        "the suite must exercise rows with no allowed key"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Runs `variant` and returns its output; panics with the validation on failure.
+fn run_ok(runner: &mut Runner, p: &Problem, x: &Inputs, variant: &str) -> Vec<f32> {
+    let r = run_variant(common::gpu(), runner, p, x, variant, SCHED, false)
+        .unwrap_or_else(|e| panic!("{variant} {}: {e}", p.shape_string()));
+    let v = r.validation.clone().unwrap();
+    assert_eq!(
+        v.verdict,
+        Verdict::Pass,
+        "{variant} {}: {v:?}",
+        p.shape_string()
+    );
+    r.measurement.unwrap().output
+}
+
+fn with_mask(
+    p0: &Problem,
+    values: MaskValues,
+    shape: Vec<u64>,
+    conv: Convention,
+    padding: Option<&[u32]>,
+) -> (Problem, Inputs) {
+    let mut p = p0.clone();
+    let mut x = Inputs::generate(&p);
+    let user = UserMask {
+        shape,
+        values,
+        source: "test".into(),
+    };
+    normalize(&mut p, &mut x, Some(&user), conv, padding).unwrap();
+    (p, x)
+}
+
+#[test]
+fn all_true_and_all_false_masks_follow_each_convention_and_semantics() {
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    let base = Problem::new(1, 2, 9, 8, false, 4);
+    let nn = 81;
+    let plain = Inputs::generate(&base);
+    for variant in variants::names() {
+        let sem = variants::find(variant).unwrap().fully_masked;
+        let reference = run_ok(&mut runner, &base, &plain, variant);
+        for (val, conv, blocks_all) in [
+            (true, Convention::Sdpa, false),
+            (false, Convention::Sdpa, true),
+            (true, Convention::Mha, true),
+            (false, Convention::Mha, false),
+        ] {
+            let (p, x) = with_mask(
+                &base,
+                MaskValues::Bool(vec![val; nn]),
+                vec![9, 9],
+                conv,
+                None,
+            );
+            let out = run_ok(&mut runner, &p, &x, variant);
+            if blocks_all {
+                match sem {
+                    Semantics::Zero => assert!(out.iter().all(|v| *v == 0.0), "{variant}"),
+                    Semantics::Nan => assert!(out.iter().all(|v| v.is_nan()), "{variant}"),
+                }
+            } else {
+                // A mask that lets everything through changes nothing.
+                assert_eq!(out, reference, "{variant} {conv:?} all-{val}");
+            }
+        }
+    }
+}
+
+#[test]
+fn key_padding_zero_and_full_and_causal_intersection() {
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    let base = Problem::new(2, 1, 12, 6, true, 8);
+    for variant in variants::names() {
+        let sem = variants::find(variant).unwrap().fully_masked;
+        let mut p = base.clone();
+        let mut x = Inputs::generate(&p);
+        // Batch 0: no valid key at all; batch 1: all N keys valid (only causal applies).
+        normalize(&mut p, &mut x, None, Convention::Sdpa, Some(&[0, 12])).unwrap();
+        let out = run_ok(&mut runner, &p, &x, variant);
+        let half = out.len() / 2;
+        match sem {
+            Semantics::Zero => assert!(out[..half].iter().all(|v| *v == 0.0)),
+            Semantics::Nan => assert!(out[..half].iter().all(|v| v.is_nan())),
+        }
+        let causal_only = run_ok(&mut runner, &base, &Inputs::generate(&base), variant);
+        assert_eq!(&out[half..], &causal_only[half..], "{variant}");
+        // Causal AND a mask that blocks key 0 everywhere: row 0 has no allowed key.
+        let mut m = vec![true; 144];
+        for i in 0..12 {
+            m[i * 12] = false;
+        }
+        let (p, x) = with_mask(
+            &base,
+            MaskValues::Bool(m),
+            vec![12, 12],
+            Convention::Sdpa,
+            None,
+        );
+        let out = run_ok(&mut runner, &p, &x, variant);
+        let row0 = &out[..6];
+        match sem {
+            Semantics::Zero => assert!(row0.iter().all(|v| *v == 0.0), "{variant}"),
+            Semantics::Nan => assert!(row0.iter().all(|v| v.is_nan()), "{variant}"),
+        }
+        assert!(
+            out[6..12].iter().all(|v| v.is_finite()),
+            "{variant}: row 1 has key 1"
+        );
+    }
+}
+
+#[test]
+fn n_one_and_odd_d_in_every_dtype() {
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    for dtype in DType::ALL {
+        for (n, d) in [(1u32, 1u32), (1, 5), (7, 3), (5, 33)] {
+            for variant in variants::names() {
+                let mut p = Problem::new(1, 2, n, d, true, 3);
+                p.dtype = dtype;
+                let x = Inputs::generate(&p);
+                match run_variant(gpu, &mut runner, &p, &x, variant, SCHED, false) {
+                    Ok(r) => assert!(r.passed(), "{variant} {}", p.shape_string()),
+                    Err(Error::Incompatible { reason, .. }) => {
+                        // Odd D is refused only for bf16 (u32 pairs within a row), never by math.
+                        assert!(
+                            (dtype == DType::BF16 && d % 2 == 1 && variant != "math")
+                                || (dtype == DType::F16 && !gpu.caps.f16),
+                            "{variant} {}: {reason}",
+                            p.shape_string()
+                        );
+                        assert!(
+                            reason.contains(&format!("D={d}")) || reason.contains("SHADER_F16")
+                        );
+                    }
+                    Err(e) => panic!("{variant} {}: {e}", p.shape_string()),
+                }
+            }
+        }
+    }
+}
+
+/// f16/bf16 outputs really are rounded to the dtype (not f32 values in disguise).
+#[test]
+fn reduced_precision_outputs_are_representable() {
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    for dtype in [DType::F16, DType::BF16] {
+        let mut p = Problem::new(1, 1, 16, 8, false, 2);
+        p.dtype = dtype;
+        let x = Inputs::generate(&p);
+        assert!(
+            x.q.iter().all(|v| dtype.round(*v) == *v),
+            "inputs rounded once"
+        );
+        for variant in variants::names() {
+            if dtype == DType::F16 && !gpu.caps.f16 && variant != "math" {
+                continue;
+            }
+            let out = run_ok(&mut runner, &p, &x, variant);
+            assert!(
+                out.iter().all(|v| dtype.round(*v) == *v),
+                "{variant} {dtype:?}"
+            );
+        }
+    }
+}
