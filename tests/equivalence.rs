@@ -88,7 +88,7 @@ fn random_mask(rng: &mut rand_pcg::Pcg32, p: &Problem, float: bool) -> UserMask 
 }
 
 fn random_case(rng: &mut rand_pcg::Pcg32) -> Case {
-    let variant = pick(rng, &["unfused", "unfused-inplace", "math", "tiled"]);
+    let variant = pick(rng, &variants::names());
     let dtype = pick(rng, &DType::ALL);
     let kind = pick(rng, &KINDS);
     let conv = pick(rng, &[Convention::Sdpa, Convention::Mha]);
