@@ -32,7 +32,8 @@ struct Cli {
 enum Command {
     /// Run one variant (or all) on generated inputs, time every dispatch, validate against f64.
     Run(RunArgs),
-    /// List every adapter wgpu finds, with the features and limits that matter here.
+    /// List every adapter wgpu finds, with the features and limits that matter here, and which
+    /// variants it can run (at the default run shape) or why not.
     Adapters(AdapterArgs),
 }
 
@@ -52,20 +53,26 @@ struct AdapterArgs {
     sel: AdapterSel,
 }
 
+/// The default run shape (also the shape `adapters` checks each variant against).
+const DEFAULT_BATCH: u32 = 1;
+const DEFAULT_HEADS: u32 = 4;
+const DEFAULT_SEQ: u32 = 256;
+const DEFAULT_HEAD_DIM: u32 = 64;
+
 #[derive(Args)]
 struct RunArgs {
     /// Variant to run: unfused, unfused-inplace, tiled, or all.
     #[arg(long, default_value = "tiled")]
     variant: String,
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = DEFAULT_BATCH)]
     batch: u32,
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = DEFAULT_HEADS)]
     heads: u32,
     /// Sequence length N.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = DEFAULT_SEQ)]
     seq: u32,
     /// Head dimension D.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = DEFAULT_HEAD_DIM)]
     head_dim: u32,
     /// Causal mask, top-left aligned (the default).
     #[arg(long, overrides_with = "no_causal")]
@@ -159,6 +166,34 @@ fn cmd_adapters(a: AdapterArgs) -> anyhow::Result<u8> {
             table::bytes(c.max_storage_binding),
             table::bytes(c.max_buffer)
         );
+        let p = Problem::new(
+            DEFAULT_BATCH,
+            DEFAULT_HEADS,
+            DEFAULT_SEQ,
+            DEFAULT_HEAD_DIM,
+            true,
+            0,
+        );
+        let avail = variants::availability(&p, c);
+        let can: Vec<&str> = avail
+            .iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(n, _)| *n)
+            .collect();
+        println!(
+            "    variants (at the default run shape {}): can run: {}",
+            p.shape_string(),
+            if can.is_empty() {
+                "none".to_string()
+            } else {
+                can.join(", ")
+            }
+        );
+        for (name, r) in &avail {
+            if let Err(why) = r {
+                println!("      cannot run {name}: {why}");
+            }
+        }
     }
     Ok(0)
 }

@@ -366,10 +366,12 @@ fn write_for(
             }
         }
         Backend::Gl => {
-            // GLES 3.1 (the minimum for compute; EGL on Linux, llvmpipe) and desktop GL 4.3 core.
+            // GLES 3.1 (the minimum for compute), desktop GL 4.3 core (the minimum for compute)
+            // and 4.5 (what wgpu uses on llvmpipe's GL 4.5 core context; it caps at 450).
             for (version, tag) in [
                 (glsl::Version::new_gles(310), "glsl310es"),
                 (glsl::Version::Desktop(430), "glsl430"),
+                (glsl::Version::Desktop(450), "glsl450"),
             ] {
                 let options = glsl::Options {
                     version,

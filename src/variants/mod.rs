@@ -253,3 +253,22 @@ pub(crate) fn check_grid(
     }
     Ok(groups as u32)
 }
+
+/// For `attn-wgpu adapters`: every registered variant with `Ok(())` when it can run `p` on an
+/// adapter with `caps`, or the reason it cannot (the same reason a run would give).
+pub fn availability(
+    p: &Problem,
+    caps: &AdapterCaps,
+) -> Vec<(&'static str, std::result::Result<(), String>)> {
+    VARIANTS
+        .iter()
+        .map(|v| {
+            let r = match plan(v.name, p, caps) {
+                Ok(_) => Ok(()),
+                Err(Error::Incompatible { reason, .. }) => Err(reason),
+                Err(e) => Err(e.to_string()),
+            };
+            (v.name, r)
+        })
+        .collect()
+}
