@@ -135,3 +135,40 @@ fn unknown_variant_lists_the_known_ones() {
         "{e}"
     );
 }
+
+#[test]
+fn declared_needs_decide_backends_and_refusals() {
+    use attn_wgpu::variants::{Backend, Variant};
+    let coop = Variant {
+        name: "needs-coop",
+        summary: "",
+        build: tiled::build,
+        needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
+        excludes: &[],
+    };
+    assert_eq!(coop.backends(), [Backend::Vulkan, Backend::Metal]);
+    assert!(coop
+        .unsupported_on(Backend::Dx12)
+        .unwrap()
+        .contains("EXPERIMENTAL_COOPERATIVE_MATRIX"));
+    let mut c = caps();
+    c.backend = "vulkan".into();
+    let why = coop.check_adapter(&c).unwrap_err();
+    assert!(why.contains("does not offer"), "{why}");
+    c.cooperative_matrix = true;
+    assert!(coop.check_adapter(&c).is_ok());
+    let f16 = Variant {
+        needs: wgpu::Features::SHADER_F16,
+        excludes: &[(Backend::Metal, "a driver bug")],
+        ..coop
+    };
+    assert_eq!(f16.backends(), [Backend::Vulkan, Backend::Dx12]);
+    assert!(f16
+        .unsupported_on(Backend::Metal)
+        .unwrap()
+        .contains("a driver bug"));
+    // Every registered variant claims at least one backend.
+    for v in variants::VARIANTS {
+        assert!(!v.backends().is_empty(), "{}", v.name);
+    }
+}
