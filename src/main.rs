@@ -36,7 +36,8 @@ struct Cli {
 enum Command {
     /// Run one variant (or all) on generated inputs, time every dispatch, validate against f64.
     Run(Box<RunArgs>),
-    /// List every adapter wgpu finds, with the features and limits that matter here.
+    /// List every adapter wgpu finds, with the features and limits that matter here, and which
+    /// variants it can run (at the default run shape) or why not.
     Adapters(AdapterArgs),
     /// Measure this adapter's copy bandwidth and FMA rate (the roofline `run` prints).
     Probe(cli::ProbeArgs),
@@ -63,6 +64,12 @@ struct AdapterArgs {
     #[command(flatten)]
     sel: AdapterSel,
 }
+
+/// The default run shape (also the shape `adapters` checks each variant against).
+const DEFAULT_BATCH: u32 = 1;
+const DEFAULT_HEADS: u32 = 4;
+const DEFAULT_SEQ: u32 = 256;
+const DEFAULT_HEAD_DIM: u32 = 64;
 
 #[derive(Args)]
 struct RunArgs {
@@ -211,6 +218,34 @@ fn cmd_adapters(a: AdapterArgs) -> anyhow::Result<u8> {
             table::bytes(c.max_storage_binding),
             table::bytes(c.max_buffer)
         );
+        let p = Problem::new(
+            DEFAULT_BATCH,
+            DEFAULT_HEADS,
+            DEFAULT_SEQ,
+            DEFAULT_HEAD_DIM,
+            true,
+            0,
+        );
+        let avail = variants::availability(&p, c);
+        let can: Vec<&str> = avail
+            .iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(n, _)| *n)
+            .collect();
+        println!(
+            "    variants (at the default run shape {}): can run: {}",
+            p.shape_string(),
+            if can.is_empty() {
+                "none".to_string()
+            } else {
+                can.join(", ")
+            }
+        );
+        for (name, r) in &avail {
+            if let Err(why) = r {
+                println!("      cannot run {name}: {why}");
+            }
+        }
     }
     Ok(0)
 }
@@ -323,10 +358,10 @@ fn problem_and_inputs(a: &RunArgs) -> anyhow::Result<(Problem, Inputs)> {
         (p, x)
     } else {
         let mut p = Problem::new(
-            a.batch.unwrap_or(1),
-            a.heads.unwrap_or(4),
-            a.seq.unwrap_or(256),
-            a.head_dim.unwrap_or(64),
+            a.batch.unwrap_or(DEFAULT_BATCH),
+            a.heads.unwrap_or(DEFAULT_HEADS),
+            a.seq.unwrap_or(DEFAULT_SEQ),
+            a.head_dim.unwrap_or(DEFAULT_HEAD_DIM),
             causal,
             a.seed,
         );

@@ -166,4 +166,12 @@ fn adapters_lists_features_and_limits() {
         out.contains("timestamps=") && out.contains("workgroup storage"),
         "{out}"
     );
+    // Per adapter, the variants it can run at the default shape (or why not).
+    assert!(out.contains("can run: "), "{out}");
+    for name in attn_wgpu::variants::names() {
+        assert!(
+            out.contains(name),
+            "adapters output lacks variant {name}:\n{out}"
+        );
+    }
 }

@@ -259,10 +259,9 @@ fn requirements_give_reasons() {
     let choice = variants::auto(&p, &caps()).unwrap();
     assert_eq!(choice.picked, "math");
     assert_eq!(choice.not_picked.len(), 4);
-    assert!(choice
-        .not_picked
-        .iter()
-        .all(|(_, r)| r.contains("SHADER_F16")));
+    assert!(choice.not_picked.iter().all(
+        |(v, r)| r.contains("SHADER_F16") || (v == "tiled-subgroup" && r.contains("SUBGROUP"))
+    ));
     let mut c = caps();
     c.f16 = true;
     let choice = variants::auto(&p, &c).unwrap();
@@ -272,4 +271,41 @@ fn requirements_give_reasons() {
         .iter()
         .all(|(v, r)| r.contains("ranked below `tiled`")
             || (v == "tiled-subgroup" && r.contains("SUBGROUP"))));
+}
+
+#[test]
+fn declared_needs_decide_backends_and_refusals() {
+    use attn_wgpu::variants::{Backend, Variant};
+    let coop = Variant {
+        name: "needs-coop",
+        summary: "",
+        needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
+        excludes: &[],
+        ..*variants::find("tiled").unwrap()
+    };
+    assert_eq!(coop.backends(), [Backend::Vulkan, Backend::Metal]);
+    assert!(coop
+        .unsupported_on(Backend::Dx12)
+        .unwrap()
+        .contains("EXPERIMENTAL_COOPERATIVE_MATRIX"));
+    let mut c = caps();
+    c.backend = "vulkan".into();
+    let why = coop.check_adapter(&c).unwrap_err();
+    assert!(why.contains("does not offer"), "{why}");
+    c.cooperative_matrix = true;
+    assert!(coop.check_adapter(&c).is_ok());
+    let f16 = Variant {
+        needs: wgpu::Features::SHADER_F16,
+        excludes: &[(Backend::Metal, "a driver bug")],
+        ..coop
+    };
+    assert_eq!(f16.backends(), [Backend::Vulkan, Backend::Dx12]);
+    assert!(f16
+        .unsupported_on(Backend::Metal)
+        .unwrap()
+        .contains("a driver bug"));
+    // Every registered variant claims at least one backend.
+    for v in variants::VARIANTS {
+        assert!(!v.backends().is_empty(), "{}", v.name);
+    }
 }

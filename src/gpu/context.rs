@@ -76,6 +76,34 @@ pub struct AdapterCaps {
 }
 
 impl AdapterCaps {
+    /// The shader features of `variants::SHADER_FEATURES` this adapter offers.
+    pub fn shader_features(&self) -> wgpu::Features {
+        let mut f = wgpu::Features::empty();
+        f.set(wgpu::Features::SHADER_F16, self.f16);
+        f.set(
+            wgpu::Features::SUBGROUP | wgpu::Features::SUBGROUP_BARRIER,
+            self.subgroups,
+        );
+        f.set(
+            wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
+            self.cooperative_matrix,
+        );
+        f
+    }
+
+    /// These caps with the shader features of `f` (tests build plans "as backend B would offer").
+    pub fn with_shader_features(mut self, f: wgpu::Features) -> Self {
+        self.f16 = f.contains(wgpu::Features::SHADER_F16);
+        self.subgroups = f.contains(wgpu::Features::SUBGROUP);
+        self.cooperative_matrix = f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+        if self.subgroups && self.subgroup_min_size == 0 {
+            // Any size wgpu allows; plan builders that care read min/max.
+            self.subgroup_min_size = 4;
+            self.subgroup_max_size = 128;
+        }
+        self
+    }
+
     pub fn from_adapter(a: &wgpu::Adapter) -> Self {
         let f = a.features();
         let l = a.limits();

@@ -168,21 +168,143 @@ pub struct Requirements {
     pub masks: bool,
 }
 
-/// A registered variant: its name, what it is, its requirements, its plan builder, and its place
-/// in `auto`'s preference order. The builder returns the concrete reason when the variant cannot
-/// run this problem on this adapter.
+/// A wgpu backend a variant can claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Vulkan,
+    Metal,
+    Dx12,
+    Gl,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 4] = [Backend::Vulkan, Backend::Metal, Backend::Dx12, Backend::Gl];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Vulkan => "vulkan",
+            Backend::Metal => "metal",
+            Backend::Dx12 => "dx12",
+            Backend::Gl => "gl",
+        }
+    }
+
+    /// The backend of an adapter (`AdapterCaps::backend`); `None` for "any" or "webgpu".
+    pub fn from_name(name: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// The shader features wgpu 30 can offer on this backend at all (an adapter of the backend may
+    /// still lack them: its own features decide at run time). See [`BACKEND_FEATURES`].
+    pub fn features(self) -> wgpu::Features {
+        BACKEND_FEATURES
+            .iter()
+            .find(|(b, _)| *b == self)
+            .map_or(wgpu::Features::empty(), |(_, f)| *f)
+    }
+}
+
+/// The shader features beyond core WebGPU that a variant may need and a backend may offer. Each
+/// maps to one naga validator capability, so tests/translate.rs can prove that a variant's
+/// declared `needs` match what its WGSL really uses.
+pub const SHADER_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16
+    .union(wgpu::Features::SUBGROUP)
+    .union(wgpu::Features::SUBGROUP_BARRIER)
+    .union(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+
+/// Which of [`SHADER_FEATURES`] each backend of wgpu 30 can offer (wgpu-hal 30's
+/// vulkan/metal/dx12/gles `adapter.rs`): GL offers none (no f16, no subgroups, no cooperative
+/// matrix); DX12 has no cooperative matrix. The backends a variant claims follow from this table
+/// and the variant's `needs`; tests/translate.rs checks every claim by translating for it.
+pub const BACKEND_FEATURES: &[(Backend, wgpu::Features)] = &[
+    (Backend::Vulkan, SHADER_FEATURES),
+    (Backend::Metal, SHADER_FEATURES),
+    (
+        Backend::Dx12,
+        wgpu::Features::SHADER_F16
+            .union(wgpu::Features::SUBGROUP)
+            .union(wgpu::Features::SUBGROUP_BARRIER),
+    ),
+    (Backend::Gl, wgpu::Features::empty()),
+];
+
+/// `SHADER_F16 | SUBGROUP` as "SHADER_F16 and SUBGROUP".
+pub fn feature_names(f: wgpu::Features) -> String {
+    let names: Vec<&str> = f.iter_names().map(|(n, _)| n).collect();
+    names.join(" and ")
+}
+
+/// A registered variant: its name, what it is, its requirements and needs, its plan builder, and
+/// its place in `auto`'s preference order. The builder returns the concrete reason when the
+/// variant cannot run this problem on this adapter.
 pub struct Variant {
     pub name: &'static str,
     pub summary: &'static str,
-    /// Device features its kernels use (requested when the adapter has them; the plan builder
-    /// gives the reason when they are missing).
-    pub needs: wgpu::Features,
     pub requires: Requirements,
     /// What it returns for a row in which no key takes part.
     pub fully_masked: Semantics,
     /// `auto` picks the compatible variant with the lowest rank (see [`auto`]).
     pub auto_rank: u32,
     pub build: fn(&Problem, &AdapterCaps) -> std::result::Result<Plan, String>,
+    /// Device features its kernels use, of [`SHADER_FEATURES`] (empty: core WGSL only); requested
+    /// when the adapter has them, and the reason when it does not.
+    pub needs: wgpu::Features,
+    /// Backends it does not claim although they offer every capability in `requires`, each with
+    /// the reason (e.g. a driver bug). Usually empty.
+    pub excludes: &'static [(Backend, &'static str)],
+}
+
+impl Variant {
+    /// Why this variant is not claimed on backend `b`, or `None` when it is.
+    pub fn unsupported_on(&self, b: Backend) -> Option<String> {
+        if let Some((_, why)) = self.excludes.iter().find(|(x, _)| *x == b) {
+            return Some(format!(
+                "`{}` is not claimed on {}: {why}",
+                self.name,
+                b.name()
+            ));
+        }
+        let missing = self.needs - b.features();
+        if missing.is_empty() {
+            None
+        } else {
+            Some(format!(
+                "`{}` needs {}, which wgpu's {} backend does not offer",
+                self.name,
+                feature_names(missing),
+                b.name()
+            ))
+        }
+    }
+
+    /// The backends this variant claims: its shaders translate and validate for each of them.
+    pub fn backends(&self) -> Vec<Backend> {
+        Backend::ALL
+            .into_iter()
+            .filter(|b| self.unsupported_on(*b).is_none())
+            .collect()
+    }
+
+    /// The adapter-level check every plan goes through before the builder: backend claimed and
+    /// every needed feature offered by this adapter.
+    pub fn check_adapter(&self, caps: &AdapterCaps) -> std::result::Result<(), String> {
+        if let Some(b) = Backend::from_name(&caps.backend) {
+            if let Some(why) = self.unsupported_on(b) {
+                return Err(why);
+            }
+        }
+        let missing = self.needs - caps.shader_features();
+        if !missing.is_empty() {
+            return Err(format!(
+                "`{}` needs {}, which this adapter ({}) does not offer",
+                self.name,
+                feature_names(missing),
+                caps.backend
+            ));
+        }
+        Ok(())
+    }
 }
 
 const ALL_DTYPES: &[DType] = &[DType::F32, DType::F16, DType::BF16];
@@ -201,6 +323,7 @@ pub const VARIANTS: &[Variant] = &[
         fully_masked: Semantics::Nan,
         auto_rank: 30,
         build: unfused::build_out_of_place,
+        excludes: &[],
     },
     Variant {
         name: "unfused-inplace",
@@ -215,6 +338,7 @@ pub const VARIANTS: &[Variant] = &[
         fully_masked: Semantics::Nan,
         auto_rank: 20,
         build: unfused::build_in_place,
+        excludes: &[],
     },
     Variant {
         name: "math",
@@ -229,6 +353,7 @@ pub const VARIANTS: &[Variant] = &[
         fully_masked: Semantics::Zero,
         auto_rank: 40,
         build: math::build,
+        excludes: &[],
     },
     Variant {
         name: "tiled",
@@ -243,6 +368,7 @@ pub const VARIANTS: &[Variant] = &[
         fully_masked: Semantics::Zero,
         auto_rank: 10,
         build: tiled::build,
+        excludes: &[],
     },
     Variant {
         name: "tiled-subgroup",
@@ -257,6 +383,7 @@ pub const VARIANTS: &[Variant] = &[
         fully_masked: Semantics::Zero,
         auto_rank: 15,
         build: tiled::build_subgroup,
+        excludes: &[],
     },
 ];
 
@@ -314,6 +441,7 @@ pub fn plan(name: &str, p: &Problem, caps: &AdapterCaps) -> Result<Plan> {
         variant: name.to_string(),
         reason,
     };
+    v.check_adapter(caps).map_err(incompatible)?;
     check_requirements(v, p, caps).map_err(incompatible)?;
     let plan = (v.build)(p, caps).map_err(incompatible)?;
     plan.check()
@@ -446,4 +574,23 @@ pub(crate) fn check_mask(p: &Problem, caps: &AdapterCaps) -> std::result::Result
         check_binding("the mask bias buffer [Bm, Hm, N, N] f32", bytes, caps)?;
     }
     Ok(bytes)
+}
+
+/// For `attn-wgpu adapters`: every registered variant with `Ok(())` when it can run `p` on an
+/// adapter with `caps`, or the reason it cannot (the same reason a run would give).
+pub fn availability(
+    p: &Problem,
+    caps: &AdapterCaps,
+) -> Vec<(&'static str, std::result::Result<(), String>)> {
+    VARIANTS
+        .iter()
+        .map(|v| {
+            let r = match plan(v.name, p, caps) {
+                Ok(_) => Ok(()),
+                Err(Error::Incompatible { reason, .. }) => Err(reason),
+                Err(e) => Err(e.to_string()),
+            };
+            (v.name, r)
+        })
+        .collect()
 }

@@ -1,0 +1,648 @@
+//! Portability without the hardware: every WGSL module the variants can build, with every `override`
+//! configuration they choose, goes through naga 30.0.2 (the translator wgpu 30 itself runs) for every
+//! backend each variant claims:
+//!
+//! 1. WGSL front end, then validation with the capabilities the variant declares (`needs`);
+//! 2. pipeline constants substituted (`process_overrides`, as wgpu-hal does before writing);
+//! 3. the backend's writer: SPIR-V (Vulkan), MSL (Metal), HLSL (DX12), GLSL (GL);
+//! 4. where Debian ships a real validator for the output, that validator: `spirv-val` (package
+//!    spirv-tools) on the SPIR-V, `glslangValidator` (package glslang-tools) on the GLSL.
+//!
+//! The configurations are not listed here: they are collected by building every registered
+//! variant's plan over a set of problems and adapter capabilities (below), so new variants, kernels
+//! and tile choices are picked up automatically.
+//!
+//! The declarations are checked against the shaders in both directions: a variant must validate
+//! with only the features it declares; every feature it declares must be needed by one of its
+//! shaders; a backend a variant does not claim for lack of a feature must indeed fail validation
+//! without it.
+//!
+//! A missing external validator is a FAILURE with the command that installs it (.ci/run installs
+//! both). `ATTN_WGPU_SKIP_EXTERNAL_VALIDATORS=1` skips only those two tools, and says so loudly.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::process::Command;
+
+use attn_wgpu::gpu::AdapterCaps;
+use attn_wgpu::problem::Problem;
+use attn_wgpu::variants::{self, feature_names, Backend, Variant, VARIANTS};
+use naga::back::{glsl, hlsl, msl, spv};
+use naga::proc::{BoundsCheckPolicies, BoundsCheckPolicy};
+use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
+use naga::ShaderStage;
+
+/// The problems plans are built for: every head dimension class, tiny and large N, causal or not.
+/// (New dtypes or masks: add them here so their preludes are translated too.)
+fn problems() -> Vec<Problem> {
+    let mut v = Vec::new();
+    for d in [16, 64, 128, 256] {
+        for n in [1, 100, 2048] {
+            for causal in [false, true] {
+                v.push(Problem::new(1, 2, n, d, causal, 0));
+            }
+        }
+    }
+    v
+}
+
+/// Adapter capabilities "as backend `b` would offer them": workgroup storage 16/32/48 KiB, with
+/// every shader feature the backend can have and with none (an adapter of that backend without
+/// them), so every fallback a plan builder may pick is seen.
+fn caps_for(b: Backend) -> Vec<AdapterCaps> {
+    let mut v = Vec::new();
+    for storage in [16 << 10, 32 << 10, 48 << 10] {
+        for features in [b.features(), wgpu::Features::empty()] {
+            let mut c = AdapterCaps::webgpu_defaults().with_shader_features(features);
+            c.backend = b.name().into();
+            c.max_workgroup_storage = storage;
+            v.push(c);
+        }
+    }
+    v
+}
+
+/// One distinct module + entry + override configuration.
+struct Config {
+    file: &'static str,
+    source: &'static str,
+    entry: &'static str,
+    overrides: Vec<(String, f64)>,
+    /// Variants whose plans use it, and on which backends' capabilities.
+    users: BTreeSet<(&'static str, Backend)>,
+}
+
+impl Config {
+    fn label(&self) -> String {
+        let o: Vec<String> = self
+            .overrides
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        format!("{}:{} [{}]", self.file, self.entry, o.join(" "))
+    }
+}
+
+type Key = (&'static str, usize, &'static str, Vec<(String, u64)>);
+
+/// Builds every claimed variant's plan over `problems()` x `caps_for(b)` and dedupes the dispatches
+/// by (file, source, entry, overrides). Also returns, per (variant, backend), how many plans built.
+fn collect() -> (Vec<Config>, BTreeMap<(&'static str, Backend), usize>) {
+    let mut map: BTreeMap<Key, Config> = BTreeMap::new();
+    let mut plans = BTreeMap::new();
+    for v in VARIANTS {
+        for b in v.backends() {
+            let count = plans.entry((v.name, b)).or_insert(0usize);
+            for caps in caps_for(b) {
+                for p in problems() {
+                    let Ok(plan) = variants::plan(v.name, &p, &caps) else {
+                        continue;
+                    };
+                    *count += 1;
+                    for d in &plan.dispatches {
+                        let key: Key = (
+                            d.shader.file,
+                            d.shader.source.as_ptr() as usize,
+                            d.entry,
+                            d.overrides
+                                .iter()
+                                .map(|(k, x)| (k.clone(), x.to_bits()))
+                                .collect(),
+                        );
+                        map.entry(key)
+                            .or_insert_with(|| Config {
+                                file: d.shader.file,
+                                source: d.shader.source,
+                                entry: d.entry,
+                                overrides: d.overrides.clone(),
+                                users: BTreeSet::new(),
+                            })
+                            .users
+                            .insert((v.name, b));
+                    }
+                }
+            }
+        }
+    }
+    (map.into_values().collect(), plans)
+}
+
+fn naga_caps(features: wgpu::Features, b: Backend) -> Capabilities {
+    let downlevel = match b {
+        Backend::Gl => wgpu::DownlevelFlags::empty(),
+        _ => wgpu::DownlevelFlags::compliant(),
+    };
+    wgpu_naga_bridge::features_to_naga_capabilities(features, downlevel)
+}
+
+fn validate(module: &naga::Module, caps: Capabilities) -> Result<ModuleInfo, String> {
+    Validator::new(ValidationFlags::all(), caps)
+        .validate(module)
+        .map_err(|e| format!("{e:?}").lines().next().unwrap_or("").to_string())
+}
+
+fn policies(on: bool) -> BoundsCheckPolicies {
+    let p = if on {
+        BoundsCheckPolicy::Restrict
+    } else {
+        BoundsCheckPolicy::Unchecked
+    };
+    BoundsCheckPolicies {
+        index: p,
+        buffer: p,
+        image_load: p,
+        binding_array: BoundsCheckPolicy::Unchecked,
+    }
+}
+
+/// Every resource binding of the module (group, binding).
+fn bindings(module: &naga::Module) -> Vec<naga::ResourceBinding> {
+    module
+        .global_variables
+        .iter()
+        .filter_map(|(_, g)| g.binding)
+        .collect()
+}
+
+/// The external validators, or why they are not run.
+struct Tools {
+    spirv_val: bool,
+    glslang: bool,
+}
+
+fn tool_present(cmd: &str) -> bool {
+    Command::new(cmd).arg("--version").output().is_ok()
+}
+
+fn tools() -> Tools {
+    let skip = std::env::var("ATTN_WGPU_SKIP_EXTERNAL_VALIDATORS").is_ok_and(|s| s == "1");
+    let spirv_val = tool_present("spirv-val");
+    let glslang = tool_present("glslangValidator");
+    if skip {
+        eprintln!(
+            "\n!!!!!!!! ATTN_WGPU_SKIP_EXTERNAL_VALIDATORS=1: spirv-val and glslangValidator are \
+             NOT run; only naga's own validation and writers are checked !!!!!!!!\n"
+        );
+        return Tools {
+            spirv_val: false,
+            glslang: false,
+        };
+    }
+    let mut missing = Vec::new();
+    if !spirv_val {
+        missing.push("spirv-val (apt-get install spirv-tools)");
+    }
+    if !glslang {
+        missing.push("glslangValidator (apt-get install glslang-tools)");
+    }
+    assert!(
+        missing.is_empty(),
+        "external shader validators missing: {}. .ci/run installs them; \
+         ATTN_WGPU_SKIP_EXTERNAL_VALIDATORS=1 skips them explicitly.",
+        missing.join(", ")
+    );
+    Tools { spirv_val, glslang }
+}
+
+/// Runs `cmd args.. file` on `bytes` written to a temporary file named `name`.
+fn run_tool(cmd: &str, args: &[&str], name: &str, bytes: &[u8]) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let path = dir.path().join(name);
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(bytes))
+        .map_err(|e| e.to_string())?;
+    let out = Command::new(cmd)
+        .args(args)
+        .arg(&path)
+        .output()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{cmd} {}: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Writes `module` (overrides applied) for backend `b` in every target configuration wgpu 30 may
+/// use there, and runs the external validator where there is one. Returns the targets written.
+fn write_for(
+    b: Backend,
+    module: &naga::Module,
+    info: &ModuleInfo,
+    entry: &str,
+    needs: wgpu::Features,
+    tools: &Tools,
+) -> Result<Vec<String>, String> {
+    let mut done = Vec::new();
+    let binds = bindings(module);
+    let advanced = needs
+        .intersects(wgpu::Features::SUBGROUP | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+    match b {
+        Backend::Vulkan => {
+            // SPIR-V 1.0 for Vulkan 1.0 devices; 1.6 for Vulkan 1.3 (lavapipe, the H200).
+            let versions: &[((u8, u8), &str)] = if advanced {
+                &[((1, 6), "vulkan1.3")]
+            } else {
+                &[((1, 0), "vulkan1.0"), ((1, 6), "vulkan1.3")]
+            };
+            for &(lang, env) in versions {
+                for checks in [true, false] {
+                    let options = spv::Options {
+                        lang_version: lang,
+                        bounds_check_policies: policies(checks),
+                        ..Default::default()
+                    };
+                    let pipeline = spv::PipelineOptions {
+                        shader_stage: ShaderStage::Compute,
+                        entry_point: entry.into(),
+                    };
+                    let words = spv::write_vec(module, info, &options, Some(&pipeline))
+                        .map_err(|e| format!("SPIR-V {lang:?} writer: {e}"))?;
+                    if tools.spirv_val {
+                        run_tool(
+                            "spirv-val",
+                            &["--target-env", env],
+                            "m.spv",
+                            bytemuck::cast_slice(&words),
+                        )?;
+                    }
+                    done.push(format!("spv{}.{}", lang.0, lang.1));
+                }
+            }
+        }
+        Backend::Metal => {
+            let lang = if advanced { (3, 0) } else { (2, 4) };
+            let resources: BTreeMap<naga::ResourceBinding, msl::BindTarget> = binds
+                .iter()
+                .map(|rb| {
+                    (
+                        *rb,
+                        msl::BindTarget {
+                            buffer: Some(rb.binding as u8),
+                            mutable: true,
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect();
+            for checks in [true, false] {
+                let options = msl::Options {
+                    lang_version: lang,
+                    per_entry_point_map: [(
+                        entry.to_string(),
+                        msl::EntryPointResources {
+                            resources: resources.clone(),
+                            immediates_buffer: None,
+                            sizes_buffer: Some(30),
+                        },
+                    )]
+                    .into_iter()
+                    .collect(),
+                    fake_missing_bindings: false,
+                    bounds_check_policies: policies(checks),
+                    ..Default::default()
+                };
+                let pipeline = msl::PipelineOptions {
+                    entry_point: Some((ShaderStage::Compute, entry.into())),
+                    ..Default::default()
+                };
+                let (_src, ti) = msl::write_string(module, info, &options, &pipeline)
+                    .map_err(|e| format!("MSL {lang:?} writer: {e}"))?;
+                for r in ti.entry_point_names {
+                    r.map_err(|e| format!("MSL {lang:?} entry point: {e}"))?;
+                }
+                done.push(format!("msl{}.{}", lang.0, lang.1));
+            }
+        }
+        Backend::Dx12 => {
+            // FXC (wgpu's default DX12 compiler) takes SM 5.1; DXC SM 6.x (6.2 for f16).
+            let models: &[hlsl::ShaderModel] = if needs.contains(wgpu::Features::SHADER_F16) {
+                &[hlsl::ShaderModel::V6_2]
+            } else if advanced {
+                &[hlsl::ShaderModel::V6_0]
+            } else {
+                &[hlsl::ShaderModel::V5_1, hlsl::ShaderModel::V6_0]
+            };
+            for &sm in models {
+                let options = hlsl::Options {
+                    shader_model: sm,
+                    binding_map: binds
+                        .iter()
+                        .map(|rb| {
+                            (
+                                *rb,
+                                hlsl::BindTarget {
+                                    space: rb.group as u8,
+                                    register: rb.binding,
+                                    ..Default::default()
+                                },
+                            )
+                        })
+                        .collect(),
+                    fake_missing_bindings: false,
+                    special_constants_binding: Some(hlsl::BindTarget {
+                        space: 0,
+                        register: 100,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                };
+                let pipeline = hlsl::PipelineOptions {
+                    entry_point: Some((ShaderStage::Compute, entry.into())),
+                };
+                let mut out = String::new();
+                let ri = hlsl::Writer::new(&mut out, &options, &pipeline)
+                    .write(module, info, None)
+                    .map_err(|e| format!("HLSL SM {} writer: {e}", sm.to_str()))?;
+                for r in ri.entry_point_names {
+                    r.map_err(|e| format!("HLSL SM {} entry point: {e}", sm.to_str()))?;
+                }
+                done.push(format!("hlsl{}", sm.to_str()));
+            }
+        }
+        Backend::Gl => {
+            // GLES 3.1 (the minimum for compute), desktop GL 4.3 core (the minimum for compute)
+            // and 4.5 (what wgpu uses on llvmpipe's GL 4.5 core context; it caps at 450).
+            for (version, tag) in [
+                (glsl::Version::new_gles(310), "glsl310es"),
+                (glsl::Version::Desktop(430), "glsl430"),
+                (glsl::Version::Desktop(450), "glsl450"),
+            ] {
+                let options = glsl::Options {
+                    version,
+                    writer_flags: glsl::WriterFlags::empty(),
+                    binding_map: binds.iter().map(|rb| (*rb, rb.binding as u8)).collect(),
+                    zero_initialize_workgroup_memory: true,
+                };
+                let pipeline = glsl::PipelineOptions {
+                    shader_stage: ShaderStage::Compute,
+                    entry_point: entry.into(),
+                    multiview: None,
+                };
+                let mut out = String::new();
+                glsl::Writer::new(
+                    &mut out,
+                    module,
+                    info,
+                    &options,
+                    &pipeline,
+                    // wgpu-hal's GL backend leaves buffer and index checks to GLSL.
+                    policies(false),
+                )
+                .and_then(|mut w| w.write())
+                .map_err(|e| format!("GLSL {tag} writer: {e}"))?;
+                if tools.glslang {
+                    run_tool(
+                        "glslangValidator",
+                        &["-S", "comp"],
+                        "m.comp",
+                        out.as_bytes(),
+                    )?;
+                }
+                done.push(tag.into());
+            }
+        }
+    }
+    Ok(done)
+}
+
+fn variant(name: &str) -> &'static Variant {
+    variants::find(name).expect("registered")
+}
+
+#[test]
+fn every_shader_translates_for_every_claimed_backend() {
+    let t0 = std::time::Instant::now();
+    let tools = tools();
+    let (configs, plans) = collect();
+    let mut failures: Vec<String> = Vec::new();
+
+    // A claim with no plan at all would make the claim vacuous.
+    for ((v, b), n) in &plans {
+        if *n == 0 {
+            failures.push(format!(
+                "`{v}` claims {} but builds no plan for any test problem there",
+                b.name()
+            ));
+        }
+    }
+
+    let mut parsed: BTreeMap<usize, naga::Module> = BTreeMap::new();
+    let mut written: BTreeMap<Backend, usize> = BTreeMap::new();
+    // Per variant: the declared features each config proved it needs.
+    let mut needed: BTreeMap<&str, wgpu::Features> = BTreeMap::new();
+    // Per variant: configs of it that validate with the features of each backend.
+    let mut validates_on: BTreeMap<(&str, Backend), bool> = BTreeMap::new();
+
+    for c in &configs {
+        let key = c.source.as_ptr() as usize;
+        if let std::collections::btree_map::Entry::Vacant(slot) = parsed.entry(key) {
+            match naga::front::wgsl::parse_str(c.source) {
+                Ok(m) => {
+                    slot.insert(m);
+                }
+                Err(e) => {
+                    failures.push(format!(
+                        "{}: WGSL parse error:\n{}",
+                        c.label(),
+                        e.emit_to_string(c.source)
+                    ));
+                    continue;
+                }
+            }
+        }
+        let module = &parsed[&key];
+        let constants: naga::back::PipelineConstants = c.overrides.iter().cloned().collect();
+        let names: BTreeSet<&str> = c.users.iter().map(|(v, _)| *v).collect();
+
+        // The declaration, both ways, and the backends not claimed.
+        for v in names.iter().map(|n| variant(n)) {
+            for f in v.needs.iter() {
+                if validate(module, naga_caps(v.needs - f, Backend::Vulkan)).is_err() {
+                    *needed.entry(v.name).or_insert(wgpu::Features::empty()) |= f;
+                }
+            }
+            for b in Backend::ALL {
+                let ok = validate(module, naga_caps(b.features(), b)).is_ok();
+                *validates_on.entry((v.name, b)).or_insert(true) &= ok;
+            }
+        }
+
+        for (vname, b) in &c.users {
+            let v = variant(vname);
+            let info = match validate(module, naga_caps(v.needs, *b)) {
+                Ok(i) => i,
+                Err(e) => {
+                    failures.push(format!(
+                        "{} ({vname} on {}): does not validate with the declared needs [{}]: {e}",
+                        c.label(),
+                        b.name(),
+                        feature_names(v.needs)
+                    ));
+                    continue;
+                }
+            };
+            let (m, i) = match naga::back::pipeline_constants::process_overrides(
+                module,
+                &info,
+                Some((ShaderStage::Compute, c.entry)),
+                &constants,
+            ) {
+                Ok(x) => x,
+                Err(e) => {
+                    failures.push(format!(
+                        "{} ({vname} on {}): overrides: {e}",
+                        c.label(),
+                        b.name()
+                    ));
+                    continue;
+                }
+            };
+            match write_for(*b, &m, &i, c.entry, v.needs, &tools) {
+                Ok(targets) => *written.entry(*b).or_insert(0) += targets.len(),
+                Err(e) => failures.push(format!("{} ({vname} on {}): {e}", c.label(), b.name())),
+            }
+        }
+    }
+
+    // Every declared feature is needed by some shader of the variant.
+    for v in VARIANTS {
+        let got = needed
+            .get(v.name)
+            .copied()
+            .unwrap_or(wgpu::Features::empty());
+        let unused = v.needs - got;
+        if !unused.is_empty() {
+            failures.push(format!(
+                "`{}` declares {} but none of its shaders needs it",
+                v.name,
+                feature_names(unused)
+            ));
+        }
+        // A backend left out for lack of a feature: its shaders must really need that feature.
+        for b in Backend::ALL {
+            let claimed = v.backends().contains(&b);
+            let excluded_by_hand = v.excludes.iter().any(|(x, _)| *x == b);
+            if !claimed && !excluded_by_hand {
+                if let Some(true) = validates_on.get(&(v.name, b)) {
+                    failures.push(format!(
+                        "`{}` is not claimed on {} ({}), yet all its shaders validate there",
+                        v.name,
+                        b.name(),
+                        v.unsupported_on(b).unwrap_or_default()
+                    ));
+                }
+            }
+        }
+    }
+
+    eprintln!(
+        "translate: {} distinct configurations from {} plans; modules written per backend: {}; \
+         spirv-val {}, glslangValidator {}; {:.1} s",
+        configs.len(),
+        plans.values().sum::<usize>(),
+        written
+            .iter()
+            .map(|(b, n)| format!("{} {n}", b.name()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if tools.spirv_val { "run" } else { "SKIPPED" },
+        if tools.glslang { "run" } else { "SKIPPED" },
+        t0.elapsed().as_secs_f64()
+    );
+    for c in &configs {
+        let users: Vec<String> = c
+            .users
+            .iter()
+            .map(|(v, b)| format!("{v}@{}", b.name()))
+            .collect();
+        eprintln!("  {}  <- {}", c.label(), users.join(" "));
+    }
+    for v in VARIANTS {
+        for b in Backend::ALL {
+            if let Some(why) = v.unsupported_on(b) {
+                eprintln!("  not claimed: {why}");
+            }
+        }
+    }
+    for b in Backend::ALL {
+        assert!(
+            written.get(&b).copied().unwrap_or(0) > 0
+                || failures.iter().any(|f| f.contains(b.name())),
+            "no module was written for {} at all: does any variant claim it?",
+            b.name()
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} translation failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Every file in shaders/ ends up in at least one plan's module, so none escapes translation.
+/// A file counts as used when a module is named after it (`a.wgsl`, or `a.wgsl+b.wgsl` for
+/// composed ones), or when its text appears in a module's source (preludes), allowing a couple of
+/// lines to differ (templated preludes whose placeholders are filled in).
+#[test]
+fn every_shader_file_is_used_by_a_plan() {
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    let mut sources: BTreeSet<&'static str> = BTreeSet::new();
+    for v in VARIANTS {
+        for b in Backend::ALL {
+            for caps in caps_for(b) {
+                for p in problems() {
+                    if let Ok(plan) = variants::plan(v.name, &p, &caps) {
+                        for d in &plan.dispatches {
+                            names.extend(d.shader.file.split('+').map(String::from));
+                            sources.insert(d.shader.source);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/shaders");
+    let mut unused = Vec::new();
+    let mut files = 0;
+    for entry in std::fs::read_dir(dir).expect("shaders/") {
+        let path = entry.expect("dir entry").path();
+        if path.extension().and_then(|e| e.to_str()) != Some("wgsl") {
+            continue;
+        }
+        files += 1;
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if names.contains(&name) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read shader");
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let used = sources.iter().any(|s| {
+            if s.contains(text.as_str()) {
+                return true;
+            }
+            let src_lines: BTreeSet<&str> = s.lines().map(str::trim).collect();
+            let missing = lines.iter().filter(|l| !src_lines.contains(*l)).count();
+            missing <= 2 && lines.len() > 2 * missing
+        });
+        if !used {
+            unused.push(name);
+        }
+    }
+    assert!(files > 0, "no .wgsl files found in {dir}");
+    assert!(
+        unused.is_empty(),
+        "shaders/ files used by no plan of any variant (so never translated or run): {}",
+        unused.join(", ")
+    );
+}
