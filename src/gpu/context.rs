@@ -296,7 +296,16 @@ impl Gpu {
             label: Some("attn-wgpu"),
             required_features: features,
             required_limits: adapter.limits(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            // Cooperative matrices are an experimental wgpu feature: opted into only when a
+            // variant that needs them is about to run (tiled-coop) and the adapter has them.
+            experimental_features:
+                if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+                    // SAFETY: wgpu asks callers to acknowledge that experimental features may have
+                    // bugs; tiled-coop's results are validated against the f64 reference on every run.
+                    unsafe { wgpu::ExperimentalFeatures::enabled() }
+                } else {
+                    wgpu::ExperimentalFeatures::disabled()
+                },
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }))

@@ -7,6 +7,7 @@
 //! | `unfused-inplace` | `unfused.rs`   | the same with mask.wgsl `in_place`                         |
 //! | `tiled`           | `tiled.rs`     | tiled_rt.wgsl + tiled_rt_wg.wgsl (D <= 64), else tiled.wgsl |
 //! | `tiled-subgroup`  | `tiled.rs`     | tiled_rt.wgsl + tiled_rt_sg.wgsl                           |
+//! | `tiled-coop`      | `tiled.rs`     | tiled_coop.wgsl (f16, cooperative matrices)                |
 //! | `math`            | `math.rs`      | convert.wgsl, math_mask.wgsl, qk.wgsl, math_rows.wgsl, pv.wgsl, narrow.wgsl |
 //!
 //! # Shader composition
@@ -135,10 +136,16 @@ pub fn compose(
         }
         None => include_str!("../../shaders/mask_none.wgsl").to_string(),
     };
-    // The dtype prelude comes first: `enable f16;` must precede every declaration.
+    // `enable` directives must precede every declaration: the body's (e.g. tiled_coop.wgsl's
+    // `enable wgpu_cooperative_matrix;`) go first, then the dtype prelude (with `enable f16;`).
+    let (enables, rest): (Vec<&str>, Vec<&str>) = body
+        .lines()
+        .partition(|l| l.trim_start().starts_with("enable "));
     let source = format!(
-        "{st_src}\n{}\n{mask_src}\n{body}",
-        include_str!("../../shaders/common.wgsl")
+        "{}\n{st_src}\n{}\n{mask_src}\n{}",
+        enables.join("\n"),
+        include_str!("../../shaders/common.wgsl"),
+        rest.join("\n")
     );
     let tag = if mask_binding.is_some() {
         format!("{st_name}+mask")
@@ -385,6 +392,21 @@ pub const VARIANTS: &[Variant] = &[
         build: tiled::build_subgroup,
         excludes: &[],
     },
+    Variant {
+        name: "tiled-coop",
+        summary: "f16 fused attention on cooperative matrices (tensor cores): Q·Kᵀ and P·V as 16x16x16 products with f32 accumulators",
+        needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
+        requires: Requirements {
+            dtypes: &[DType::F16],
+            f16_needs_shader_f16: true,
+            bf16_needs_even_d: true,
+            masks: true,
+        },
+        fully_masked: Semantics::Zero,
+        auto_rank: 5,
+        build: tiled::build_coop,
+        excludes: &[],
+    },
 ];
 
 /// Union of the features the named variants use.
@@ -460,7 +482,8 @@ pub struct AutoChoice {
 
 /// The documented rule of `--variant auto`.
 pub const AUTO_RULE: &str = "the compatible variant with the lowest auto_rank in the registry \
-    (tiled 10 < tiled-subgroup 15 < unfused-inplace 20 < unfused 30 < math 40: fewest estimated \
+    (tiled-coop 5 < tiled 10 < tiled-subgroup 15 < unfused-inplace 20 < unfused 30 < math 40: \
+    the tensor-core kernel where it runs (f16 with cooperative matrices), then fewest estimated \
     bytes moved first, since attention is memory-bound and the fused kernels never write N x N; \
     between the two fused kernels, which move the same bytes, the one that needs no optional \
     feature)";

@@ -142,6 +142,46 @@ pub fn build_subgroup(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     build_with(p, caps, cfg, "tiled-subgroup")
 }
 
+/// Workgroup storage of tiled_coop.wgsl (its header comment derives it).
+pub const COOP_STORAGE: u64 = 38400;
+
+/// `tiled-coop`: f16 attention on cooperative matrices (shaders/tiled_coop.wgsl): Q Kᵀ and P V as
+/// 16 x 16 x 16 f16 products with f32 accumulators, four 32-wide subgroups per workgroup.
+pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
+    if !caps.cooperative_matrix {
+        return Err(
+            "the adapter (or device) lacks Features::EXPERIMENTAL_COOPERATIVE_MATRIX".into(),
+        );
+    }
+    if caps.subgroup_min_size != 32 || caps.subgroup_max_size != 32 {
+        return Err(format!(
+            "the kernel splits its 128 threads into four 32-wide subgroups; this adapter's subgroups \
+             are {}..{} wide",
+            caps.subgroup_min_size, caps.subgroup_max_size
+        ));
+    }
+    if p.head_dim > 64 {
+        return Err(format!(
+            "the cooperative-matrix kernel stages at most D = 64 columns (got --head-dim {})",
+            p.head_dim
+        ));
+    }
+    if COOP_STORAGE > caps.max_workgroup_storage as u64 {
+        return Err(format!(
+            "needs {COOP_STORAGE} bytes of workgroup storage, this adapter allows {}",
+            caps.max_workgroup_storage
+        ));
+    }
+    let cfg = TileConfig {
+        register_tiled: false,
+        br: 64,
+        bc: 32,
+        d4: p.head_dim.div_ceil(4),
+        dp: 0,
+    };
+    build_with(p, caps, cfg, "tiled-coop")
+}
+
 fn build_with(
     p: &Problem,
     caps: &AdapterCaps,
@@ -178,7 +218,9 @@ fn build_with(
     let params = Params::of(p);
     let storage = Storage::of(p.dtype);
     let mask_binding = (mask_bytes > 0).then_some(5);
-    let (shader, overrides) = if subgroup {
+    let (shader, overrides) = if variant == "tiled-coop" {
+        (kernel!("tiled_coop.wgsl", storage, mask_binding), vec![])
+    } else if subgroup {
         (
             kernel!("tiled_rt.wgsl" + "tiled_rt_sg.wgsl", storage, mask_binding),
             vec![],
