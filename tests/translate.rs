@@ -25,21 +25,40 @@ use std::io::Write;
 use std::process::Command;
 
 use attn_wgpu::gpu::AdapterCaps;
-use attn_wgpu::problem::Problem;
-use attn_wgpu::variants::{self, feature_names, Backend, Variant, VARIANTS};
+use attn_wgpu::mask;
+use attn_wgpu::plan::Plan;
+use attn_wgpu::probe;
+use attn_wgpu::problem::{Convention, DType, Inputs, Problem};
+use attn_wgpu::variants::{self, feature_names, Backend, VARIANTS};
 use naga::back::{glsl, hlsl, msl, spv};
 use naga::proc::{BoundsCheckPolicies, BoundsCheckPolicy};
 use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
 use naga::ShaderStage;
 
-/// The problems plans are built for: every head dimension class, tiny and large N, causal or not.
-/// (New dtypes or masks: add them here so their preludes are translated too.)
+/// The problems plans are built for: every head dimension class, tiny and large N, causal or not,
+/// every storage dtype, and each with and without a mask bias (key padding normalized into an
+/// additive bias, as `--key-padding` does), so every dtype and mask prelude is composed.
 fn problems() -> Vec<Problem> {
     let mut v = Vec::new();
     for d in [16, 64, 128, 256] {
         for n in [1, 100, 2048] {
             for causal in [false, true] {
-                v.push(Problem::new(1, 2, n, d, causal, 0));
+                for dtype in DType::ALL {
+                    let mut p = Problem::new(1, 2, n, d, causal, 0);
+                    p.dtype = dtype;
+                    v.push(p.clone());
+                    let mut inputs = Inputs::generate(&p);
+                    mask::normalize(
+                        &mut p,
+                        &mut inputs,
+                        None,
+                        Convention::Sdpa,
+                        Some(&[n.div_ceil(2)]),
+                    )
+                    .expect("key padding");
+                    assert!(p.mask.bias.is_some());
+                    v.push(p);
+                }
             }
         }
     }
@@ -62,14 +81,95 @@ fn caps_for(b: Backend) -> Vec<AdapterCaps> {
     v
 }
 
+/// Who declares what a set of plans needs: one variant for one dtype (its effective needs,
+/// `Variant::effective_needs`), or one probe kernel (src/probe.rs), which is not a variant.
+#[derive(Clone)]
+struct Claim {
+    /// `tiled f16`, `probe-fma-f16`.
+    name: String,
+    /// The features its plans are validated with (the same for every plan of the claim).
+    needs: wgpu::Features,
+    /// Backends left out by hand (`Variant::excludes`), with the reason.
+    excludes: Vec<(Backend, &'static str)>,
+}
+
+impl Claim {
+    /// The backends it must translate for: those offering `needs`, less the excluded ones.
+    fn backends(&self) -> Vec<Backend> {
+        Backend::ALL
+            .into_iter()
+            .filter(|b| {
+                b.features().contains(self.needs) && !self.excludes.iter().any(|(x, _)| x == b)
+            })
+            .collect()
+    }
+
+    fn unsupported_on(&self, b: Backend) -> Option<String> {
+        if let Some((_, why)) = self.excludes.iter().find(|(x, _)| *x == b) {
+            return Some(format!(
+                "`{}` is not claimed on {}: {why}",
+                self.name,
+                b.name()
+            ));
+        }
+        let missing = self.needs - b.features();
+        (!missing.is_empty()).then(|| {
+            format!(
+                "`{}` needs {}, which wgpu's {} backend does not offer",
+                self.name,
+                feature_names(missing),
+                b.name()
+            )
+        })
+    }
+}
+
+/// The probe kernels as claims with their plans: copy and f32 FMA need nothing, f16 FMA needs
+/// SHADER_F16 (src/probe.rs runs it only where the adapter has it).
+fn probe_plans() -> Vec<(Claim, Vec<Plan>)> {
+    let claim = |name: &str, needs| Claim {
+        name: name.into(),
+        needs,
+        excludes: vec![],
+    };
+    let max_dim = AdapterCaps::webgpu_defaults().max_workgroups_per_dimension;
+    // The sizes `ProbeSize::for_adapter` picks on a CPU and on a GPU.
+    let fma = |f16| {
+        [(64, 512), (8192, 4096)]
+            .into_iter()
+            .map(|(groups, iters)| probe::fma_plan(f16, groups, iters, max_dim))
+            .collect()
+    };
+    vec![
+        (
+            claim("probe-copy", wgpu::Features::empty()),
+            vec![probe::copy_plan(64 << 20, max_dim)],
+        ),
+        (claim("probe-fma-f32", wgpu::Features::empty()), fma(false)),
+        (
+            claim("probe-fma-f16", wgpu::Features::SHADER_F16),
+            fma(true),
+        ),
+    ]
+}
+
+/// One plan's use of a configuration: by which claim, on which backend's capabilities.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct User {
+    /// Index into the claims of [`Collected`].
+    claim: usize,
+    backend: Backend,
+}
+
 /// One distinct module + entry + override configuration.
 struct Config {
     file: &'static str,
+    /// The composition (`f16+mask`: dtype and mask preludes), empty for plain kernels.
+    tag: &'static str,
     source: &'static str,
     entry: &'static str,
     overrides: Vec<(String, f64)>,
-    /// Variants whose plans use it, and on which backends' capabilities.
-    users: BTreeSet<(&'static str, Backend)>,
+    users: BTreeSet<User>,
 }
 
 impl Config {
@@ -79,57 +179,110 @@ impl Config {
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        format!("{}:{} [{}]", self.file, self.entry, o.join(" "))
+        let tag = if self.tag.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", self.tag)
+        };
+        format!("{}{tag}:{} [{}]", self.file, self.entry, o.join(" "))
     }
 }
 
 type Key = (&'static str, usize, &'static str, Vec<(String, u64)>);
 
-/// Builds every claimed variant's plan over `problems()` x `caps_for(b)` and dedupes the dispatches
-/// by (file, source, entry, overrides). Also returns, per (variant, backend), how many plans built.
-fn collect() -> (Vec<Config>, BTreeMap<(&'static str, Backend), usize>) {
+struct Collected {
+    claims: Vec<Claim>,
+    configs: Vec<Config>,
+    /// Plans built per (claim, backend).
+    plans: BTreeMap<(usize, Backend), usize>,
+}
+
+/// Builds every variant's plan over `problems()` x `caps_for(b)` for every backend the variant
+/// claims, plus the probe plans, and dedupes the dispatches by (file, source, entry, overrides).
+/// Each plan is attributed to its claim (variant and dtype), whose effective needs must be the
+/// same for all its plans.
+fn collect() -> Collected {
+    let problems = problems();
+    let mut claims: Vec<Claim> = Vec::new();
     let mut map: BTreeMap<Key, Config> = BTreeMap::new();
-    let mut plans = BTreeMap::new();
+    let mut plans: BTreeMap<(usize, Backend), usize> = BTreeMap::new();
+    let add = |map: &mut BTreeMap<Key, Config>, plan: &Plan, user: User| {
+        for d in &plan.dispatches {
+            let key: Key = (
+                d.shader.file,
+                d.shader.source.as_ptr() as usize,
+                d.entry,
+                d.overrides
+                    .iter()
+                    .map(|(k, x)| (k.clone(), x.to_bits()))
+                    .collect(),
+            );
+            map.entry(key)
+                .or_insert_with(|| Config {
+                    file: d.shader.file,
+                    tag: d.shader.tag,
+                    source: d.shader.source,
+                    entry: d.entry,
+                    overrides: d.overrides.clone(),
+                    users: BTreeSet::new(),
+                })
+                .users
+                .insert(user);
+        }
+    };
     for v in VARIANTS {
-        for b in v.backends() {
-            let count = plans.entry((v.name, b)).or_insert(0usize);
-            for caps in caps_for(b) {
-                for p in problems() {
-                    let Ok(plan) = variants::plan(v.name, &p, &caps) else {
-                        continue;
-                    };
-                    *count += 1;
-                    for d in &plan.dispatches {
-                        let key: Key = (
-                            d.shader.file,
-                            d.shader.source.as_ptr() as usize,
-                            d.entry,
-                            d.overrides
-                                .iter()
-                                .map(|(k, x)| (k.clone(), x.to_bits()))
-                                .collect(),
-                        );
-                        map.entry(key)
-                            .or_insert_with(|| Config {
-                                file: d.shader.file,
-                                source: d.shader.source,
-                                entry: d.entry,
-                                overrides: d.overrides.clone(),
-                                users: BTreeSet::new(),
-                            })
-                            .users
-                            .insert((v.name, b));
+        for &dtype in v.requires.dtypes {
+            let mut any = Problem::new(1, 1, 1, 16, false, 0);
+            any.dtype = dtype;
+            let claim = claims.len();
+            claims.push(Claim {
+                name: format!("{} {}", v.name, dtype.name()),
+                needs: v.effective_needs(&any),
+                excludes: v.excludes.to_vec(),
+            });
+            for b in Backend::ALL {
+                let count = plans.entry((claim, b)).or_insert(0);
+                for caps in caps_for(b) {
+                    for p in problems.iter().filter(|p| p.dtype == dtype) {
+                        assert!(v.effective_needs(p) == claims[claim].needs);
+                        let Ok(plan) = variants::plan(v.name, p, &caps) else {
+                            continue;
+                        };
+                        *count += 1;
+                        add(&mut map, &plan, User { claim, backend: b });
                     }
                 }
             }
         }
     }
-    (map.into_values().collect(), plans)
+    for (c, ps) in probe_plans() {
+        let claim = claims.len();
+        for b in c.backends() {
+            for plan in &ps {
+                plan.check().expect("probe plan");
+                *plans.entry((claim, b)).or_insert(0) += 1;
+                add(&mut map, plan, User { claim, backend: b });
+            }
+        }
+        claims.push(c);
+    }
+    Collected {
+        claims,
+        configs: map.into_values().collect(),
+        plans,
+    }
 }
 
 fn naga_caps(features: wgpu::Features, b: Backend) -> Capabilities {
     let downlevel = match b {
-        Backend::Gl => wgpu::DownlevelFlags::empty(),
+        // What wgpu-hal 30's GL backend (gles/adapter.rs) gives every compute-capable context:
+        // not compliant, but always SHADER_F16_IN_F32 (GLSL 4.20 / ES 3.00 packHalf2x16), which
+        // naga needs for `pack2x16float` / `unpack2x16float` (math's f16 storage, dtype_f16x2.wgsl).
+        Backend::Gl => {
+            wgpu::DownlevelFlags::COMPUTE_SHADERS | wgpu::DownlevelFlags::SHADER_F16_IN_F32
+        }
+        // Compliant, SHADER_F16_IN_F32 included. (wgpu-hal clears that flag on Vulkan llvmpipe
+        // adapters without SHADER_F16; lavapipe has SHADER_F16, so it keeps it.)
         _ => wgpu::DownlevelFlags::compliant(),
     };
     wgpu_naga_bridge::features_to_naga_capabilities(features, downlevel)
@@ -411,33 +564,47 @@ fn write_for(
     Ok(done)
 }
 
-fn variant(name: &str) -> &'static Variant {
-    variants::find(name).expect("registered")
-}
-
 #[test]
 fn every_shader_translates_for_every_claimed_backend() {
     let t0 = std::time::Instant::now();
     let tools = tools();
-    let (configs, plans) = collect();
+    let Collected {
+        claims,
+        configs,
+        plans,
+    } = collect();
     let mut failures: Vec<String> = Vec::new();
 
-    // A claim with no plan at all would make the claim vacuous.
-    for ((v, b), n) in &plans {
-        if *n == 0 {
-            failures.push(format!(
-                "`{v}` claims {} but builds no plan for any test problem there",
-                b.name()
-            ));
+    // Plans are built exactly where the claim says: on every backend offering its effective
+    // needs (a claim with no plan there would be vacuous), and on no other.
+    for (ci, c) in claims.iter().enumerate() {
+        let expected = c.backends();
+        for b in Backend::ALL {
+            let n = plans.get(&(ci, b)).copied().unwrap_or(0);
+            if expected.contains(&b) && n == 0 {
+                failures.push(format!(
+                    "`{}` claims {} but builds no plan for any test problem there",
+                    c.name,
+                    b.name()
+                ));
+            }
+            if !expected.contains(&b) && n > 0 {
+                failures.push(format!(
+                    "`{}` builds {n} plan(s) on {} although {}",
+                    c.name,
+                    b.name(),
+                    c.unsupported_on(b).unwrap_or_default()
+                ));
+            }
         }
     }
 
     let mut parsed: BTreeMap<usize, naga::Module> = BTreeMap::new();
     let mut written: BTreeMap<Backend, usize> = BTreeMap::new();
-    // Per variant: the declared features each config proved it needs.
-    let mut needed: BTreeMap<&str, wgpu::Features> = BTreeMap::new();
-    // Per variant: configs of it that validate with the features of each backend.
-    let mut validates_on: BTreeMap<(&str, Backend), bool> = BTreeMap::new();
+    // Per claim: the needed features its configs proved they need.
+    let mut needed: BTreeMap<usize, wgpu::Features> = BTreeMap::new();
+    // Per claim and backend: whether all of its configs validate with that backend's features.
+    let mut validates_on: BTreeMap<(usize, Backend), bool> = BTreeMap::new();
 
     for c in &configs {
         let key = c.source.as_ptr() as usize;
@@ -458,31 +625,48 @@ fn every_shader_translates_for_every_claimed_backend() {
         }
         let module = &parsed[&key];
         let constants: naga::back::PipelineConstants = c.overrides.iter().cloned().collect();
-        let names: BTreeSet<&str> = c.users.iter().map(|(v, _)| *v).collect();
+        let on_backend: BTreeMap<Backend, bool> = Backend::ALL
+            .into_iter()
+            .map(|b| (b, validate(module, naga_caps(b.features(), b)).is_ok()))
+            .collect();
 
         // The declaration, both ways, and the backends not claimed.
-        for v in names.iter().map(|n| variant(n)) {
-            for f in v.needs.iter() {
-                if validate(module, naga_caps(v.needs - f, Backend::Vulkan)).is_err() {
-                    *needed.entry(v.name).or_insert(wgpu::Features::empty()) |= f;
+        let users: BTreeSet<usize> = c.users.iter().map(|u| u.claim).collect();
+        for &ci in &users {
+            let needs = claims[ci].needs;
+            for f in needs.iter() {
+                if validate(module, naga_caps(needs - f, Backend::Vulkan)).is_err() {
+                    *needed.entry(ci).or_insert(wgpu::Features::empty()) |= f;
                 }
             }
             for b in Backend::ALL {
-                let ok = validate(module, naga_caps(b.features(), b)).is_ok();
-                *validates_on.entry((v.name, b)).or_insert(true) &= ok;
+                *validates_on.entry((ci, b)).or_insert(true) &= on_backend[&b];
             }
         }
 
-        for (vname, b) in &c.users {
-            let v = variant(vname);
-            let info = match validate(module, naga_caps(v.needs, *b)) {
+        // Each (backend, features) combination is validated, specialized and written once, for
+        // all the claims that use the configuration with it.
+        let mut groups: Vec<(Backend, wgpu::Features, Vec<&str>)> = Vec::new();
+        for u in &c.users {
+            let needs = claims[u.claim].needs;
+            let name = claims[u.claim].name.as_str();
+            match groups
+                .iter_mut()
+                .find(|(b, f, _)| *b == u.backend && *f == needs)
+            {
+                Some(g) => g.2.push(name),
+                None => groups.push((u.backend, needs, vec![name])),
+            }
+        }
+        for (b, needs, names) in groups {
+            let who = format!("{} on {}", names.join(", "), b.name());
+            let info = match validate(module, naga_caps(needs, b)) {
                 Ok(i) => i,
                 Err(e) => {
                     failures.push(format!(
-                        "{} ({vname} on {}): does not validate with the declared needs [{}]: {e}",
+                        "{} ({who}): does not validate with the declared needs [{}]: {e}",
                         c.label(),
-                        b.name(),
-                        feature_names(v.needs)
+                        feature_names(needs)
                     ));
                     continue;
                 }
@@ -495,46 +679,40 @@ fn every_shader_translates_for_every_claimed_backend() {
             ) {
                 Ok(x) => x,
                 Err(e) => {
-                    failures.push(format!(
-                        "{} ({vname} on {}): overrides: {e}",
-                        c.label(),
-                        b.name()
-                    ));
+                    failures.push(format!("{} ({who}): overrides: {e}", c.label()));
                     continue;
                 }
             };
-            match write_for(*b, &m, &i, c.entry, v.needs, &tools) {
-                Ok(targets) => *written.entry(*b).or_insert(0) += targets.len(),
-                Err(e) => failures.push(format!("{} ({vname} on {}): {e}", c.label(), b.name())),
+            match write_for(b, &m, &i, c.entry, needs, &tools) {
+                Ok(targets) => *written.entry(b).or_insert(0) += targets.len(),
+                Err(e) => failures.push(format!("{} ({who}): {e}", c.label())),
             }
         }
     }
 
-    // Every declared feature is needed by some shader of the variant.
-    for v in VARIANTS {
-        let got = needed
-            .get(v.name)
-            .copied()
-            .unwrap_or(wgpu::Features::empty());
-        let unused = v.needs - got;
+    for (ci, c) in claims.iter().enumerate() {
+        // Every declared feature is needed by some shader of the claim: a variant's static
+        // `needs`, and SHADER_F16 for f16 where it stores f16 as WGSL `f16`.
+        let got = needed.get(&ci).copied().unwrap_or(wgpu::Features::empty());
+        let unused = c.needs - got;
         if !unused.is_empty() {
             failures.push(format!(
                 "`{}` declares {} but none of its shaders needs it",
-                v.name,
+                c.name,
                 feature_names(unused)
             ));
         }
         // A backend left out for lack of a feature: its shaders must really need that feature.
         for b in Backend::ALL {
-            let claimed = v.backends().contains(&b);
-            let excluded_by_hand = v.excludes.iter().any(|(x, _)| *x == b);
+            let claimed = c.backends().contains(&b);
+            let excluded_by_hand = c.excludes.iter().any(|(x, _)| *x == b);
             if !claimed && !excluded_by_hand {
-                if let Some(true) = validates_on.get(&(v.name, b)) {
+                if let Some(true) = validates_on.get(&(ci, b)) {
                     failures.push(format!(
                         "`{}` is not claimed on {} ({}), yet all its shaders validate there",
-                        v.name,
+                        c.name,
                         b.name(),
-                        v.unsupported_on(b).unwrap_or_default()
+                        c.unsupported_on(b).unwrap_or_default()
                     ));
                 }
             }
@@ -559,13 +737,13 @@ fn every_shader_translates_for_every_claimed_backend() {
         let users: Vec<String> = c
             .users
             .iter()
-            .map(|(v, b)| format!("{v}@{}", b.name()))
+            .map(|u| format!("{}@{}", claims[u.claim].name, u.backend.name()))
             .collect();
         eprintln!("  {}  <- {}", c.label(), users.join(" "));
     }
-    for v in VARIANTS {
+    for c in &claims {
         for b in Backend::ALL {
-            if let Some(why) = v.unsupported_on(b) {
+            if let Some(why) = c.unsupported_on(b) {
                 eprintln!("  not claimed: {why}");
             }
         }
@@ -586,28 +764,16 @@ fn every_shader_translates_for_every_claimed_backend() {
     );
 }
 
-/// Every file in shaders/ ends up in at least one plan's module, so none escapes translation.
-/// A file counts as used when a module is named after it (`a.wgsl`, or `a.wgsl+b.wgsl` for
-/// composed ones), or when its text appears in a module's source (preludes), allowing a couple of
-/// lines to differ (templated preludes whose placeholders are filled in).
+/// Every file in shaders/ ends up in at least one translated module (a variant's plan or a probe
+/// kernel's), so none escapes translation. A file counts as used when a module is named after it
+/// (`a.wgsl`, or `a.wgsl+b.wgsl` for composed ones), or when its text appears in a module's source
+/// (preludes), allowing a couple of lines to differ (templated preludes whose placeholders are
+/// filled in).
 #[test]
 fn every_shader_file_is_used_by_a_plan() {
-    let mut names: BTreeSet<String> = BTreeSet::new();
-    let mut sources: BTreeSet<&'static str> = BTreeSet::new();
-    for v in VARIANTS {
-        for b in Backend::ALL {
-            for caps in caps_for(b) {
-                for p in problems() {
-                    if let Ok(plan) = variants::plan(v.name, &p, &caps) {
-                        for d in &plan.dispatches {
-                            names.extend(d.shader.file.split('+').map(String::from));
-                            sources.insert(d.shader.source);
-                        }
-                    }
-                }
-            }
-        }
-    }
+    let configs = collect().configs;
+    let names: BTreeSet<&str> = configs.iter().flat_map(|c| c.file.split('+')).collect();
+    let sources: BTreeSet<&'static str> = configs.iter().map(|c| c.source).collect();
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/shaders");
     let mut unused = Vec::new();
     let mut files = 0;
@@ -618,7 +784,7 @@ fn every_shader_file_is_used_by_a_plan() {
         }
         files += 1;
         let name = path.file_name().unwrap().to_string_lossy().to_string();
-        if names.contains(&name) {
+        if names.contains(name.as_str()) {
             continue;
         }
         let text = std::fs::read_to_string(&path).expect("read shader");
@@ -642,7 +808,7 @@ fn every_shader_file_is_used_by_a_plan() {
     assert!(files > 0, "no .wgsl files found in {dir}");
     assert!(
         unused.is_empty(),
-        "shaders/ files used by no plan of any variant (so never translated or run): {}",
+        "shaders/ files used by no plan of any variant or probe (so never translated or run): {}",
         unused.join(", ")
     );
 }

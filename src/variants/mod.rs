@@ -293,6 +293,20 @@ impl Variant {
             .collect()
     }
 
+    /// The device features a plan of this variant for `p` needs: its static [`Variant::needs`],
+    /// plus `SHADER_F16` for `--dtype f16` when it stores f16 as WGSL `f16`
+    /// ([`Requirements::f16_needs_shader_f16`]). An f16 plan of such a variant is therefore refused
+    /// on an adapter without SHADER_F16 (every GL adapter), while `math`, which packs f16 through
+    /// `pack2x16float`, needs nothing more for f16. tests/translate.rs validates every plan's
+    /// shaders with exactly these features.
+    pub fn effective_needs(&self, p: &Problem) -> wgpu::Features {
+        let mut f = self.needs;
+        if p.dtype == DType::F16 && self.requires.f16_needs_shader_f16 {
+            f |= wgpu::Features::SHADER_F16;
+        }
+        f
+    }
+
     /// The adapter-level check every plan goes through before the builder: backend claimed and
     /// every needed feature offered by this adapter.
     pub fn check_adapter(&self, caps: &AdapterCaps) -> std::result::Result<(), String> {
@@ -438,7 +452,8 @@ pub fn check_requirements(
     if !r.dtypes.contains(&p.dtype) {
         return Err(format!("dtype {} is not implemented", p.dtype.name()));
     }
-    if p.dtype == DType::F16 && r.f16_needs_shader_f16 && !caps.f16 {
+    // The static needs were checked by `check_adapter`; what the dtype adds is checked here.
+    if (v.effective_needs(p) - v.needs).contains(wgpu::Features::SHADER_F16) && !caps.f16 {
         return Err(format!(
             "dtype f16 needs the SHADER_F16 feature, which this {} adapter lacks",
             caps.backend
