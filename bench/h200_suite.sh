@@ -2,29 +2,37 @@
 # The H200 measurement suite: the committed results/h200 files come from this script, run on the
 # lent machine from the repository root with the release binary and the .gl loaders carried:
 #   bash bench/h200_suite.sh BINARY OUTDIR
-# attn-wgpu (f32/f16/bf16 at the seed's shape, all variants; tiled at N=4096) and the PyTorch
-# baseline (bench/torch_sdpa.py) run in the same lease, so the numbers share one GPU state.
+# It probes the adapter, runs attn-wgpu (f32/f16/bf16 at the seed's shape, every variant; f16 at
+# N=4096; a sweep over N) and the PyTorch baseline (bench/torch_sdpa.py) in the same lease, so the
+# numbers share one GPU state. Everything lands in OUTDIR/h200.tar.gz (+ OUTDIR/log.txt).
 set -u
 B=${1:?usage: bench/h200_suite.sh BINARY OUTDIR}
 out=${2:?usage: bench/h200_suite.sh BINARY OUTDIR}
-mkdir -p "$out"
+o=$(mktemp -d)
 source bench/h200_env.sh
 SEED="--batch 8 --heads 16 --head-dim 64"
-log="$out/log.txt"
+log="$o/log.txt"
+step() { echo "## $*"; "$@"; echo "## exit $?"; }
 {
   echo "## nvidia-smi"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
-  echo "## adapters"; $B adapters
+  step $B adapters
+  step $B probe --out "$o/probe.json"
+  step $B run --variant all $SEED --seq 1024 --dtype f32 --probe "$o/probe.json" --json "$o/attn_f32_N1024.json" --trace "$o/trace_f32_N1024.json"
+  for dt in f16 bf16; do
+    step $B run --variant all $SEED --seq 1024 --dtype $dt --probe "$o/probe.json" --json "$o/attn_${dt}_N1024.json"
+  done
   for dt in f32 f16 bf16; do
-    echo "## $B run --variant all $SEED --seq 1024 --dtype $dt --json $out/attn_${dt}_N1024.json"
-    $B run --variant all $SEED --seq 1024 --dtype $dt --json "$out/attn_${dt}_N1024.json"
-    echo "## $B run --variant auto $SEED --seq 1024 --dtype $dt --reps 3"
-    $B run --variant auto $SEED --seq 1024 --dtype $dt --reps 3 | grep -iE "auto|picked|not picked|reason|  " | head -20
+    step $B run --variant auto $SEED --seq 1024 --dtype $dt --reps 3
   done
-  echo "## $B run --variant all $SEED --seq 4096 --dtype f16 --reps 10 --json $out/attn_f16_N4096.json"
-  $B run --variant all $SEED --seq 4096 --dtype f16 --reps 10 --json "$out/attn_f16_N4096.json"
+  step $B run --variant all $SEED --seq 4096 --dtype f16 --reps 10 --probe "$o/probe.json" --json "$o/attn_f16_N4096.json"
+  step $B run --variant tiled $SEED --seq 4096 --dtype f32 --reps 10 --json "$o/attn_f32_N4096_tiled.json"
+  step $B sweep --seq 256,512,1024,2048,4096 --variants unfused-inplace,tiled,tiled-subgroup $SEED --reps 5 --out-dir "$o/sweep_f32"
   for dt in f32 f16; do
-    echo "## python3 bench/torch_sdpa.py $SEED --seq 1024 --dtype $dt --json $out/torch_${dt}_N1024.json"
-    PYTHONUNBUFFERED=1 python3 bench/torch_sdpa.py $SEED --seq 1024 --dtype $dt --json "$out/torch_${dt}_N1024.json"
+    PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py $SEED --seq 1024 --dtype $dt --json "$o/torch_${dt}_N1024.json"
   done
+  PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py $SEED --seq 4096 --dtype f16 --reps 10 --variants naive-inplace,math,flash,efficient,cudnn --json "$o/torch_f16_N4096.json"
 } > "$log" 2>&1
-grep -hE "^(== |unfused|tiled|math|qk|pv|scale|copy|mask|softmax|attention|Validation|variant|naive|flash|efficient|cudnn)" "$log" | grep -v "^Validation  : PASS" | cut -c1-150
+mkdir -p "$out"
+cp "$log" "$out/log.txt"
+tar czf "$out/h200.tar.gz" -C "$o" .
+grep -hE "^(## [^e]|unfused|tiled|math|attention|naive|flash|efficient|cudnn|Forward GPU|Auto)" "$log" | grep -v "^## exit 0" | cut -c1-140
