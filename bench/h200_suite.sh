@@ -35,4 +35,4 @@ step() { echo "## $*"; "$@"; echo "## exit $?"; }
 mkdir -p "$out"
 cp "$log" "$out/log.txt"
 tar czf "$out/h200.tar.gz" -C "$o" .
-grep -hE "^(## [^e]|unfused|tiled|math|attention|naive|flash|efficient|cudnn|Forward GPU|Auto)" "$log" | grep -v "^## exit 0" | cut -c1-140
+grep -hE "^(## [^e]|unfused|tiled|math|attention|naive|flash|efficient|cudnn|Auto)" "$log" | grep -v "^## exit 0" | cut -c1-140
