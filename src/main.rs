@@ -254,23 +254,6 @@ fn bad(msg: String) -> anyhow::Error {
     Error::InvalidProblem(msg).into()
 }
 
-/// An output path must be writable into an existing folder, and not be a folder itself.
-fn check_out_path(flag: &str, path: &Path) -> anyhow::Result<()> {
-    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !d.is_dir() {
-            return Err(bad(format!(
-                "{flag} {}: folder {} does not exist",
-                path.display(),
-                d.display()
-            )));
-        }
-    }
-    if path.is_dir() {
-        return Err(bad(format!("{flag} {} is a folder", path.display())));
-    }
-    Ok(())
-}
-
 fn parse_key_padding(s: &str) -> anyhow::Result<Vec<u32>> {
     s.split(',')
         .map(|t| {
@@ -415,7 +398,7 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         variants::find(&a.variant)?;
     }
     if let Some(path) = &a.json {
-        check_out_path("--json", path)?;
+        cli::check_out_path("--json", path)?;
     }
     if let Some(path) = &a.out {
         if a.variant == "all" {
@@ -423,7 +406,7 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
                 "--out writes one output: pick one variant (or auto), not all".into(),
             ));
         }
-        check_out_path("--out", path)?;
+        cli::check_out_path("--out", path)?;
     }
     if let Some(d) = &a.save_inputs {
         if !d.is_dir() {

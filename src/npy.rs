@@ -8,7 +8,7 @@
 //! Every error names the file, what was expected and what was found. Writes are atomic (a temp
 //! file in the target's folder, then rename).
 
-use std::io::{BufReader, Write};
+use std::io::BufReader;
 use std::path::Path;
 
 use npyz::WriterBuilder;
@@ -194,22 +194,7 @@ pub fn write_bool(path: &Path, shape: &[u64], values: &[bool]) -> Result<()> {
     write_bytes_atomic(path, &buf)
 }
 
-/// Temp file in the target's folder, then rename: never a half-written file.
-pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |source: std::io::Error| Error::Io {
-        path: path.display().to_string(),
-        source,
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
-}
+pub use crate::report::json::write_bytes_atomic;
 
 #[cfg(test)]
 mod tests {

@@ -56,6 +56,17 @@ pub struct ResultsFile<'a> {
 
 /// Writes `value` as pretty JSON to `path` atomically.
 pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(value).map_err(|e| Error::Io {
+        path: path.display().to_string(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    text.push('\n');
+    write_bytes_atomic(path, text.as_bytes())
+}
+
+/// Temp file in the target's folder, then rename: never a half-written file, and an earlier file
+/// at `path` stays intact if anything fails. Every file the tool writes goes through here.
+pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let io = |source: std::io::Error| Error::Io {
         path: path.display().to_string(),
         source,
@@ -65,10 +76,7 @@ pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
         _ => Path::new("."),
     };
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| io(std::io::Error::other(e.to_string())))?;
-    tmp.write_all(text.as_bytes()).map_err(io)?;
-    tmp.write_all(b"\n").map_err(io)?;
+    tmp.write_all(bytes).map_err(io)?;
     tmp.as_file().sync_all().map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
     Ok(())
