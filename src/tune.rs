@@ -123,6 +123,32 @@ impl TuneFile {
     }
 }
 
+/// The tile request a cache entry makes for `variant` on `p`: its choice, with source
+/// `tuned: <path>`, when an entry matches `p`'s shape class and the choice fits this adapter.
+/// `Err` with a warning when an entry matches but its choice does not fit here.
+pub fn request_for(
+    cache: &TuneFile,
+    path: &str,
+    variant: &str,
+    p: &Problem,
+    caps: &crate::gpu::AdapterCaps,
+) -> std::result::Result<Option<TileRequest>, String> {
+    let Some(e) = cache.lookup(variant, p) else {
+        return Ok(None);
+    };
+    tiled::config_for(e.choice, p.head_dim, caps).map_err(|why| {
+        format!(
+            "tune cache {path}: entry `{}` ({}) does not fit this adapter ({why}); using the default tile",
+            ShapeClass::of(variant, p).key(),
+            e.choice
+        )
+    })?;
+    Ok(Some(TileRequest {
+        choice: e.choice,
+        source: format!("tuned: {path}"),
+    }))
+}
+
 /// The default cache path of an adapter (module docs).
 pub fn default_path(r: &AdapterReport) -> PathBuf {
     crate::probe::cache_path(r, "tune")

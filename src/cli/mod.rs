@@ -18,6 +18,9 @@ use attn_wgpu::{explain, probe, sweep, variants, Error};
 
 use crate::{selection, AdapterSel};
 
+mod tune;
+pub use tune::{cmd_tune, find_tune, parse_tile, tile_request, TuneArgs};
+
 /// Bad input that is not a problem parameter (a file, a list): main maps it to exit code 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
