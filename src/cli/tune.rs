@@ -186,11 +186,18 @@ pub fn cmd_tune(a: TuneArgs) -> anyhow::Result<u8> {
     }
     json::write_atomic(&out, &file)?;
     println!(
-        "\nbest for `{}`: {} ({:.1} µs); reproduce with `attn-wgpu run --variant {} --tile {}`",
+        "\nbest for `{}`: {} ({:.1} µs); reproduce any candidate with `attn-wgpu run --variant {} \
+         --batch {} --heads {} --seq {} --head-dim {} --dtype {}{} --tile {}`",
         class.key(),
         best.choice,
         best.gpu_median_us.unwrap_or(f64::NAN),
         a.variant,
+        p.batch,
+        p.heads,
+        p.seq,
+        p.head_dim,
+        p.dtype.name(),
+        if p.causal { "" } else { " --no-causal" },
         best.choice
     );
     eprintln!("tune cache written to {}", out.display());
