@@ -148,6 +148,9 @@ pub fn predicted_vs_observed(r: &VariantRun) -> String {
     for note in &plan.notes {
         let _ = writeln!(s, "  note: {note}");
     }
+    if let Some(t) = &plan.tile {
+        let _ = writeln!(s, "  tile: {} (source: {})", t.choice, t.source);
+    }
     s
 }
 

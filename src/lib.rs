@@ -16,6 +16,7 @@ pub mod reference;
 pub mod report;
 pub mod run;
 pub mod sweep;
+pub mod tune;
 pub mod validate;
 pub mod variants;
 

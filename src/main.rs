@@ -47,6 +47,9 @@ enum Command {
     Sweep(cli::SweepArgs),
     /// Teaching demo: plan vs timestamps, six questions, fusion vs materialization.
     Explain(cli::ExplainArgs),
+    /// Search the `tiled` variant's tile configurations for this adapter and one shape class;
+    /// validate each; cache the fastest passing one for `run`.
+    Tune(cli::TuneArgs),
 }
 
 #[derive(Args)]
@@ -66,10 +69,10 @@ struct AdapterArgs {
 }
 
 /// The default run shape (also the shape `adapters` checks each variant against).
-const DEFAULT_BATCH: u32 = 1;
-const DEFAULT_HEADS: u32 = 4;
-const DEFAULT_SEQ: u32 = 256;
-const DEFAULT_HEAD_DIM: u32 = 64;
+pub(crate) const DEFAULT_BATCH: u32 = 1;
+pub(crate) const DEFAULT_HEADS: u32 = 4;
+pub(crate) const DEFAULT_SEQ: u32 = 256;
+pub(crate) const DEFAULT_HEAD_DIM: u32 = 64;
 
 #[derive(Args)]
 struct RunArgs {
@@ -147,6 +150,14 @@ struct RunArgs {
     /// Probe file for the roofline columns (default: this adapter's file in the per-user cache).
     #[arg(long)]
     probe: Option<PathBuf>,
+    /// Force the `tiled` variant's tile configuration: `rt` (the register-tiled kernel) or
+    /// `row:BR` (one row per thread, BR rows a workgroup, e.g. `row:32`). Wins over the tune cache.
+    #[arg(long)]
+    tile: Option<String>,
+    /// Tune cache to use (default: this adapter's file in the per-user cache, written by
+    /// `attn-wgpu tune`); an entry of this run's shape class sets the `tiled` tile.
+    #[arg(long)]
+    tune: Option<PathBuf>,
     #[command(flatten)]
     sel: AdapterSel,
 }
@@ -173,6 +184,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => cli::cmd_compare(a),
         Command::Sweep(a) => cli::cmd_sweep(a),
         Command::Explain(a) => cli::cmd_explain(a),
+        Command::Tune(a) => cli::cmd_tune(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -397,6 +409,13 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     if !special {
         variants::find(&a.variant)?;
     }
+    let forced_tile = cli::parse_tile(a.tile.as_deref())?;
+    if forced_tile.is_some() && !special && a.variant != "tiled" {
+        return Err(bad(format!(
+            "--tile sets the `tiled` variant's kernel; `{}` has none (use --variant tiled, auto or all)",
+            a.variant
+        )));
+    }
     if let Some(path) = &a.json {
         cli::check_out_path("--json", path)?;
     }
@@ -416,7 +435,7 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             )));
         }
     }
-    let (p, x) = problem_and_inputs(&a)?;
+    let (mut p, x) = problem_and_inputs(&a)?;
     if let Some(d) = &a.save_inputs {
         save_inputs(d, &p, &x)?;
         eprintln!("inputs written to {}", d.display());
@@ -437,6 +456,15 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     }
     let gpu = Gpu::open(&selection(&a.sel), wanted)?;
     let probe = cli::find_probe(&gpu, a.probe.as_deref())?;
+    let tuned = cli::find_tune(&gpu, a.tune.as_deref())?;
+    p.tile = cli::tile_request(&gpu, forced_tile, &tuned, &p);
+    if let (Some(path), None) = (&a.tune, &p.tile) {
+        eprintln!(
+            "note: {} has no entry for `{}`: default tile",
+            path.display(),
+            attn_wgpu::tune::ShapeClass::of("tiled", &p).key()
+        );
+    }
     let schedule = Schedule {
         warmup: a.warmup,
         reps: a.reps,

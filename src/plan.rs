@@ -159,6 +159,9 @@ pub struct Plan {
     /// Tile configuration (variant-specific, e.g. `BR`, `BC`), as written to result files.
     pub config: Vec<(String, f64)>,
     pub notes: Vec<String>,
+    /// The `tiled` variant's tile choice and where it came from (`default`, `--tile`,
+    /// `tuned: <cache path>`); `None` for variants without one.
+    pub tile: Option<crate::variants::tiled::TileUsed>,
 }
 
 impl Plan {

@@ -130,6 +130,12 @@ pub fn key(r: &AdapterReport) -> String {
 
 /// The default probe path of an adapter (module docs).
 pub fn default_path(r: &AdapterReport) -> PathBuf {
+    cache_path(r, "probe")
+}
+
+/// `<cache folder>/<stem>-<adapter key slug>.json`: the per-adapter cache file of `probe` (`probe`)
+/// and `tune` (`tune`); the folder as in the module docs.
+pub fn cache_path(r: &AdapterReport, stem: &str) -> PathBuf {
     let slug: String = key(r)
         .chars()
         .map(|c| {
@@ -155,8 +161,8 @@ pub fn default_path(r: &AdapterReport) -> PathBuf {
         })
         .map(|d| d.join("attn-wgpu"));
     match dir {
-        Some(d) => d.join(format!("probe-{slug}.json")),
-        None => PathBuf::from(format!("probe-{slug}.json")),
+        Some(d) => d.join(format!("{stem}-{slug}.json")),
+        None => PathBuf::from(format!("{stem}-{slug}.json")),
     }
 }
 
@@ -215,6 +221,7 @@ pub fn copy_plan(bytes: u64, max_dim: u32) -> Plan {
         output: "sink".into(),
         config: vec![],
         notes: vec![],
+        tile: None,
     }
 }
 
@@ -247,6 +254,7 @@ pub fn fma_plan(f16: bool, workgroups: u64, iters: u32, max_dim: u32) -> Plan {
         output: "sink".into(),
         config: vec![("ITERS".into(), iters as f64)],
         notes: vec![],
+        tile: None,
     }
 }
 

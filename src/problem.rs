@@ -159,6 +159,10 @@ pub struct Problem {
     pub seed: u64,
     /// Explicit mask and key padding (the causal mask is `causal`).
     pub mask: MaskDesc,
+    /// A tile configuration imposed on the `tiled` variant (`--tile`, a `tune` cache entry, a
+    /// `tune` candidate); `None`: the builder's default. Other variants ignore it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tile: Option<crate::variants::tiled::TileRequest>,
 }
 
 /// Largest sequence length and head dimension accepted at all (the adapter may refuse smaller ones).
@@ -181,6 +185,7 @@ impl Problem {
                 kind: "none".into(),
                 ..Default::default()
             },
+            tile: None,
         }
     }
 

@@ -29,6 +29,8 @@ pub struct SweepPoint {
     pub memory_bytes: Option<u64>,
     pub n_by_n_bytes: Option<u64>,
     pub verdict: Option<String>,
+    /// The `tiled` tile choice and its source (`default`, `tuned: <cache path>`).
+    pub tile: Option<crate::variants::tiled::TileUsed>,
 }
 
 impl SweepPoint {
@@ -50,6 +52,7 @@ impl SweepPoint {
                 .as_ref()
                 .map(|m| m.n_by_n_buffers.iter().map(|b| b.1).sum()),
             verdict: r.validation.as_ref().map(|v| v.verdict.to_string()),
+            tile: r.tile.clone(),
         }
     }
 }
@@ -78,7 +81,8 @@ pub fn parse_seq_list(s: &str) -> Result<Vec<u32>> {
     Ok(v)
 }
 
-/// Runs the grid; `progress(variant, seq)` is called before each point.
+/// Runs the grid; `progress(variant, seq)` is called before each point; `tile(p)` sets each
+/// point's tile request (e.g. from the tune cache, whose entries depend on N).
 pub fn run_grid(
     gpu: &Gpu,
     base: &Problem,
@@ -86,15 +90,17 @@ pub fn run_grid(
     variants: &[String],
     schedule: Schedule,
     mut progress: impl FnMut(&str, u32),
+    tile: impl Fn(&Problem) -> Option<crate::variants::tiled::TileRequest>,
 ) -> Result<Vec<SweepPoint>> {
     let mut runner = Runner::new(gpu)?;
     let mut out = Vec::new();
     for &n in seqs {
-        let p = Problem {
+        let mut p = Problem {
             seq: n,
             ..base.clone()
         };
         p.validate()?;
+        p.tile = tile(&p);
         let x = Inputs::generate(&p);
         for v in variants {
             progress(v, n);
@@ -345,6 +351,7 @@ mod tests {
             memory_bytes: Some(seq as u64),
             n_by_n_bytes: None,
             verdict: None,
+            tile: None,
         }
     }
 

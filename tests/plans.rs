@@ -314,3 +314,58 @@ fn declared_needs_decide_backends_and_refusals() {
         assert!(!v.backends().is_empty(), "{}", v.name);
     }
 }
+
+#[test]
+fn forced_tiles_are_checked_by_the_builder() {
+    use tiled::{TileChoice, TileRequest};
+    let mut c = caps();
+    c.max_workgroup_storage = 32 * 1024;
+    let mut p = Problem::new(1, 1, 100, 16, true, 0);
+    let default = variants::plan("tiled", &p, &c).unwrap();
+    let t = default.tile.unwrap();
+    assert_eq!(
+        (t.choice, t.source.as_str()),
+        (TileChoice::RegisterTiled, "default")
+    );
+    // Every candidate that fits builds, with its own BR, and says where it came from.
+    let cands = tiled::candidates(16, &c);
+    assert_eq!(
+        cands.len(),
+        6,
+        "rt and BR 64, 32, 16, 8, 4 all fit 32 KiB at D=16"
+    );
+    for (choice, cfg) in cands {
+        p.tile = Some(TileRequest {
+            choice,
+            source: "--tile".into(),
+        });
+        let plan = variants::plan("tiled", &p, &c).unwrap();
+        let br = plan.config.iter().find(|(k, _)| k == "BR").unwrap().1;
+        assert_eq!(br, cfg.br as f64, "{choice}");
+        assert_eq!(plan.tile.unwrap().choice, choice);
+    }
+    // One that does not fit: Incompatible, naming the tile, the bytes and the source.
+    p.tile = Some(TileRequest {
+        choice: TileChoice::Row(3000),
+        source: "--tile".into(),
+    });
+    match variants::plan("tiled", &p, &c) {
+        Err(Error::Incompatible { reason, .. }) => {
+            assert!(
+                reason.contains("row:3000") && reason.contains("32768"),
+                "{reason}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    // rt above D = 64.
+    p.head_dim = 128;
+    p.tile = Some(TileRequest {
+        choice: TileChoice::RegisterTiled,
+        source: "--tile".into(),
+    });
+    assert!(matches!(
+        variants::plan("tiled", &p, &c),
+        Err(Error::Incompatible { .. })
+    ));
+}

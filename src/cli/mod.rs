@@ -18,6 +18,9 @@ use attn_wgpu::{explain, probe, sweep, variants, Error};
 
 use crate::{selection, AdapterSel};
 
+mod tune;
+pub use tune::{cmd_tune, find_tune, parse_tile, tile_request, TuneArgs};
+
 /// Bad input that is not a problem parameter (a file, a list): main maps it to exit code 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -295,6 +298,9 @@ pub struct SweepArgs {
     /// Folder for sweep.csv, sweep.json and the SVG plots (created if missing).
     #[arg(long, default_value = ".")]
     out_dir: PathBuf,
+    /// Tune cache (default: this adapter's file, see `run --tune`): sets `tiled`'s tile per N.
+    #[arg(long)]
+    tune: Option<PathBuf>,
     #[command(flatten)]
     sel: AdapterSel,
 }
@@ -338,14 +344,23 @@ pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
         warmup: a.warmup,
         reps: a.reps,
     };
+    let tuned = find_tune(&gpu, a.tune.as_deref())?;
     let mut first = true;
-    let points = sweep::run_grid(&gpu, &base, &seqs, &names, schedule, |v, n| {
-        if !first {
-            bar.inc(1);
-        }
-        first = false;
-        bar.set_message(format!("{v} N={n}"));
-    })?;
+    let points = sweep::run_grid(
+        &gpu,
+        &base,
+        &seqs,
+        &names,
+        schedule,
+        |v, n| {
+            if !first {
+                bar.inc(1);
+            }
+            first = false;
+            bar.set_message(format!("{v} N={n}"));
+        },
+        |p| tile_request(&gpu, None, &tuned, p),
+    )?;
     bar.inc(1);
     bar.finish_with_message("done");
     let csv = a.out_dir.join("sweep.csv");
@@ -440,6 +455,12 @@ pub struct ExplainArgs {
     /// Also write the trace of this run (see `run --trace`).
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Force `tiled`'s tile (see `run --tile`).
+    #[arg(long)]
+    tile: Option<String>,
+    /// Tune cache (see `run --tune`).
+    #[arg(long)]
+    tune: Option<PathBuf>,
     #[command(flatten)]
     sel: AdapterSel,
 }
@@ -452,9 +473,12 @@ pub fn cmd_explain(a: ExplainArgs) -> anyhow::Result<u8> {
     if let Some(t) = &a.trace {
         check_out_path("--trace", t)?;
     }
-    let p = Problem::new(a.batch, a.heads, a.seq, a.head_dim, !a.no_causal, a.seed);
+    let forced = parse_tile(a.tile.as_deref())?;
+    let mut p = Problem::new(a.batch, a.heads, a.seq, a.head_dim, !a.no_causal, a.seed);
     p.validate()?;
     let gpu = Gpu::open(&selection(&a.sel), features_of(&names))?;
+    let tuned = find_tune(&gpu, a.tune.as_deref())?;
+    p.tile = tile_request(&gpu, forced, &tuned, &p);
     println!(
         "Explaining {} on {} ({}), {}; 1 cold call, {} warm-ups, {} recorded forwards\n",
         names.join(", "),

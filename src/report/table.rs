@@ -68,6 +68,9 @@ pub fn variant(r: &VariantRun) -> String {
         let cfg: Vec<String> = r.config.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(s, "   config: {}", cfg.join(" "));
     }
+    if let Some(t) = &r.tile {
+        let _ = writeln!(s, "   tile: {} (source: {})", t.choice, t.source);
+    }
     let fwd_med = r
         .forward
         .as_ref()

@@ -311,5 +311,6 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
             ("chunks".into(), parts.len() as f64),
         ],
         notes,
+        tile: None,
     })
 }

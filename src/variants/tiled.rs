@@ -44,44 +44,175 @@ impl TileConfig {
     }
 }
 
-/// The largest configuration that fits this adapter, or why none does.
-pub fn choose(head_dim: u32, caps: &AdapterCaps) -> Result<TileConfig, String> {
-    let d4 = head_dim.div_ceil(4);
-    let dp = d4 | 1;
-    if head_dim <= 64
-        && RT_STORAGE <= caps.max_workgroup_storage as u64
-        && caps.max_invocations_per_workgroup >= 64
-        && caps.max_workgroup_size_x >= 64
-    {
-        return Ok(TileConfig {
-            register_tiled: true,
-            br: 64,
-            bc: BC,
-            d4,
-            dp: 17,
-        });
+/// Which kernel (and BR) the `tiled` variant runs: what `tune` searches and `--tile` forces.
+/// Written `rt` (the register-tiled kernel) or `row:BR` (one row per thread, BR rows a workgroup).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TileChoice {
+    RegisterTiled,
+    Row(u32),
+}
+
+impl TileChoice {
+    /// Parses `rt` or `row:BR` (BR a positive integer; whether it fits is the builder's question).
+    pub fn parse(s: &str) -> Result<TileChoice, String> {
+        let t = s.trim();
+        if t == "rt" {
+            return Ok(TileChoice::RegisterTiled);
+        }
+        if let Some(br) = t.strip_prefix("row:") {
+            return match br.trim().parse::<u32>() {
+                Ok(0) => Err(format!("--tile `{s}`: BR must be at least 1")),
+                Ok(n) => Ok(TileChoice::Row(n)),
+                Err(_) => Err(format!("--tile `{s}`: `{br}` is not a positive integer")),
+            };
+        }
+        Err(format!(
+            "--tile `{s}` is unknown (expected `rt`, the register-tiled kernel, or `row:BR`, e.g. `row:32`)"
+        ))
     }
-    for &br in BR_CANDIDATES {
-        let cfg = TileConfig {
-            register_tiled: false,
-            br,
-            bc: BC,
-            d4,
-            dp,
-        };
-        if cfg.storage_bytes() <= caps.max_workgroup_storage as u64
-            && br <= caps.max_invocations_per_workgroup
-            && br <= caps.max_workgroup_size_x
-        {
-            return Ok(cfg);
+}
+
+impl std::fmt::Display for TileChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TileChoice::RegisterTiled => write!(f, "rt"),
+            TileChoice::Row(br) => write!(f, "row:{br}"),
         }
     }
+}
+
+impl serde::Serialize for TileChoice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TileChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        TileChoice::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A tile choice imposed on the `tiled` variant, and where it came from (`--tile`,
+/// `tuned: <cache path>`, `tune candidate`). Carried in [`Problem::tile`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TileRequest {
+    pub choice: TileChoice,
+    pub source: String,
+}
+
+/// The tile choice a plan used and why: [`TileRequest::source`], or `default` (the builder's own
+/// preference, [`choose`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TileUsed {
+    pub choice: TileChoice,
+    pub source: String,
+}
+
+/// The configuration of `choice` for head dimension `head_dim`, or why it does not fit this adapter.
+pub fn config_for(
+    choice: TileChoice,
+    head_dim: u32,
+    caps: &AdapterCaps,
+) -> Result<TileConfig, String> {
+    let d4 = head_dim.div_ceil(4);
+    match choice {
+        TileChoice::RegisterTiled => {
+            if head_dim > 64 {
+                return Err(format!(
+                    "tile `rt`: the register-tiled kernel holds at most D = 64 columns (got D={head_dim})"
+                ));
+            }
+            if RT_STORAGE > caps.max_workgroup_storage as u64 {
+                return Err(format!(
+                    "tile `rt` needs {RT_STORAGE} bytes of workgroup storage, this adapter allows {}",
+                    caps.max_workgroup_storage
+                ));
+            }
+            if caps.max_invocations_per_workgroup < 64 || caps.max_workgroup_size_x < 64 {
+                return Err(format!(
+                    "tile `rt` needs 64-thread workgroups, this adapter allows {} invocations \
+                     ({} in x)",
+                    caps.max_invocations_per_workgroup, caps.max_workgroup_size_x
+                ));
+            }
+            Ok(TileConfig {
+                register_tiled: true,
+                br: 64,
+                bc: BC,
+                d4,
+                dp: 17,
+            })
+        }
+        TileChoice::Row(br) => {
+            let cfg = TileConfig {
+                register_tiled: false,
+                br,
+                bc: BC,
+                d4,
+                dp: d4 | 1,
+            };
+            if br == 0 {
+                return Err("tile `row:0`: BR must be at least 1".into());
+            }
+            if cfg.storage_bytes() > caps.max_workgroup_storage as u64 {
+                return Err(format!(
+                    "tile `{choice}` does not fit: BR={br}, BC={BC}, D={head_dim} needs {} bytes of \
+                     workgroup storage ((2*BR + 2*BC) * DP * 16 + 4*BR, DP={}), this adapter allows {}",
+                    cfg.storage_bytes(),
+                    cfg.dp,
+                    caps.max_workgroup_storage
+                ));
+            }
+            if br > caps.max_invocations_per_workgroup || br > caps.max_workgroup_size_x {
+                return Err(format!(
+                    "tile `{choice}` does not fit: BR={br} threads per workgroup, this adapter allows \
+                     {} invocations ({} in x)",
+                    caps.max_invocations_per_workgroup, caps.max_workgroup_size_x
+                ));
+            }
+            Ok(cfg)
+        }
+    }
+}
+
+/// Every tile choice `tune` tries, preferred first: `rt`, then `row:BR` for BR in
+/// [`BR_CANDIDATES`]. Not all of them fit a given adapter (see [`candidates`]).
+pub fn all_choices() -> Vec<TileChoice> {
+    std::iter::once(TileChoice::RegisterTiled)
+        .chain(BR_CANDIDATES.iter().map(|&br| TileChoice::Row(br)))
+        .collect()
+}
+
+/// The tile choices that fit this adapter for `head_dim`, preferred first.
+pub fn candidates(head_dim: u32, caps: &AdapterCaps) -> Vec<(TileChoice, TileConfig)> {
+    all_choices()
+        .into_iter()
+        .filter_map(|c| config_for(c, head_dim, caps).ok().map(|cfg| (c, cfg)))
+        .collect()
+}
+
+/// The default configuration: the first of [`all_choices`] that fits this adapter, or why none does.
+pub fn choose(head_dim: u32, caps: &AdapterCaps) -> Result<TileConfig, String> {
+    default_choice(head_dim, caps).map(|(_, cfg)| cfg)
+}
+
+/// [`choose`] with the choice it made.
+pub fn default_choice(
+    head_dim: u32,
+    caps: &AdapterCaps,
+) -> Result<(TileChoice, TileConfig), String> {
+    if let Some(first) = candidates(head_dim, caps).into_iter().next() {
+        return Ok(first);
+    }
+    let d4 = head_dim.div_ceil(4);
     let smallest = TileConfig {
         register_tiled: false,
         br: 4,
         bc: BC,
         d4,
-        dp,
+        dp: d4 | 1,
     };
     Err(format!(
         "workgroup storage too small for D={head_dim}: the smallest tile (BR=4, BC=16) needs {} bytes, \
@@ -101,9 +232,24 @@ fn keys_for_block(p: &Problem, br: u64, qb: u64) -> u64 {
     }
 }
 
+/// `tiled`: the tile configuration of [`Problem::tile`] when one is imposed (refused with the reason
+/// when it does not fit), else the default ([`choose`]).
 pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
-    let cfg = choose(p.head_dim, caps)?;
-    build_with(p, caps, cfg, "tiled")
+    let (choice, cfg, source) = match &p.tile {
+        Some(t) => (
+            t.choice,
+            config_for(t.choice, p.head_dim, caps)
+                .map_err(|e| format!("{e} (tile from {})", t.source))?,
+            t.source.clone(),
+        ),
+        None => {
+            let (c, cfg) = default_choice(p.head_dim, caps)?;
+            (c, cfg, "default".to_string())
+        }
+    };
+    let mut plan = build_with(p, caps, cfg, "tiled")?;
+    plan.tile = Some(TileUsed { choice, source });
+    Ok(plan)
 }
 
 /// `tiled-subgroup`: the register-tiled kernel with its row reductions done by subgroup shuffles
@@ -301,5 +447,6 @@ fn build_with(
             ]
         },
         notes,
+        tile: None,
     })
 }

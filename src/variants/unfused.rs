@@ -281,5 +281,6 @@ fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String
             ("chunks".into(), parts.len() as f64),
         ],
         notes,
+        tile: None,
     })
 }

@@ -1,0 +1,269 @@
+//! `tune`: search the tile configurations of a variant for this adapter and one shape class,
+//! validate each, cache the fastest passing one (see `attn_wgpu::tune`); and the cache look-up that
+//! `run`, `sweep` and `explain` share.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use attn_wgpu::gpu::runner::{Runner, Schedule};
+use attn_wgpu::gpu::Gpu;
+use attn_wgpu::problem::{DType, Inputs, Problem};
+use attn_wgpu::report::json;
+use attn_wgpu::tune::{self, ShapeClass, TuneEntry, TuneFile};
+use attn_wgpu::variants::tiled::{TileChoice, TileRequest};
+use attn_wgpu::{probe, variants, Error};
+
+use super::{bad, check_out_path};
+use crate::{selection, AdapterSel};
+
+#[derive(Args)]
+pub struct TuneArgs {
+    /// Variant whose tile configuration is searched (today: tiled).
+    #[arg(long, default_value = "tiled")]
+    variant: String,
+    #[arg(long, default_value_t = crate::DEFAULT_BATCH)]
+    batch: u32,
+    #[arg(long, default_value_t = crate::DEFAULT_HEADS)]
+    heads: u32,
+    /// Sequence length N (the cache entry holds its power-of-two bucket).
+    #[arg(long, default_value_t = crate::DEFAULT_SEQ)]
+    seq: u32,
+    #[arg(long, default_value_t = crate::DEFAULT_HEAD_DIM)]
+    head_dim: u32,
+    /// f32, f16 or bf16.
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// Causal mask (the default).
+    #[arg(long, overrides_with = "no_causal")]
+    causal: bool,
+    #[arg(long)]
+    no_causal: bool,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Forwards run per candidate after its cold call and before the recorded ones.
+    #[arg(long, default_value_t = 2)]
+    warmup: u32,
+    /// Recorded forwards per candidate (the median decides).
+    #[arg(long, default_value_t = 10)]
+    reps: u32,
+    /// Cache file to write or update (default: this adapter's file in the per-user cache, where
+    /// `run` looks).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    sel: AdapterSel,
+}
+
+pub fn cmd_tune(a: TuneArgs) -> anyhow::Result<u8> {
+    variants::find(&a.variant)?;
+    if !tune::TUNABLE.contains(&a.variant.as_str()) {
+        return Err(bad(format!(
+            "--variant {}: nothing to tune (tunable: {})",
+            a.variant,
+            tune::TUNABLE.join(", ")
+        )));
+    }
+    if a.reps == 0 {
+        return Err(bad("--reps must be at least 1 (got 0)".into()));
+    }
+    if let Some(p) = &a.out {
+        check_out_path("--out", p)?;
+    }
+    let mut p = Problem::new(a.batch, a.heads, a.seq, a.head_dim, !a.no_causal, a.seed);
+    p.dtype = DType::parse(&a.dtype)?;
+    p.validate()?;
+    let mut wanted = variants::features_for(&[a.variant.as_str()]);
+    if p.dtype == DType::F16 {
+        wanted |= wgpu::Features::SHADER_F16;
+    }
+    let gpu = Gpu::open(&selection(&a.sel), wanted)?;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| tune::default_path(&gpu.report));
+    // An existing cache is updated, so it must be readable and of this adapter before any work.
+    let mut file = if out.is_file() {
+        let f = tune::load(&out).map_err(|e| {
+            bad(format!(
+                "{e} (delete it, or pass another --out, to start a new cache)"
+            ))
+        })?;
+        if f.key != probe::key(&gpu.report) {
+            return Err(bad(format!(
+                "tune cache {} holds entries of `{}`, this adapter is `{}`: pass another --out",
+                out.display(),
+                f.key,
+                probe::key(&gpu.report)
+            )));
+        }
+        f
+    } else {
+        TuneFile::new(&gpu.report)
+    };
+    // The variant must be able to run this problem at all (exit 4 with the reason otherwise).
+    variants::plan(&a.variant, &p, &gpu.caps)?;
+    let class = ShapeClass::of(&a.variant, &p);
+    println!(
+        "Tuning {} on {} ({}), {}; class `{}`; {} warm-ups + {} recorded forwards per candidate",
+        a.variant,
+        gpu.report.name,
+        gpu.report.backend,
+        p.shape_string(),
+        class.key(),
+        a.warmup,
+        a.reps
+    );
+    let x = Inputs::generate(&p);
+    let mut runner = Runner::new(&gpu)?;
+    runner.set_bounds_checks(false);
+    let schedule = Schedule {
+        warmup: a.warmup,
+        reps: a.reps,
+    };
+    let runs = tune::run_candidates(&gpu, &mut runner, &p, &x, &a.variant, schedule)?;
+    let cands: Vec<tune::Candidate> = runs.iter().map(|(c, r)| tune::candidate(*c, r)).collect();
+    let best = tune::best(&cands).cloned();
+    println!(
+        "\n{:<10} {:>6} {:>10} {:>12}  verdict",
+        "candidate", "BR", "wg bytes", "GPU med µs"
+    );
+    for ((choice, r), c) in runs.iter().zip(&cands) {
+        let cfg = |k: &str| {
+            r.config
+                .iter()
+                .find(|(n, _)| n == k)
+                .map_or("-".into(), |(_, v)| format!("{v}"))
+        };
+        let verdict = match c.verdict.as_str() {
+            "PASS" if best.as_ref().is_some_and(|b| b.choice == *choice) => "PASS  <- best".into(),
+            "PASS" => "PASS".to_string(),
+            "FAIL" => {
+                let worst = r.validation.as_ref().map_or(String::new(), |v| {
+                    format!(": max abs err {:.3e}", v.max_abs_err)
+                });
+                format!("FAIL — rejected (wrong result{worst})")
+            }
+            other => format!("{other} — rejected ({})", c.reason.as_deref().unwrap_or("")),
+        };
+        println!(
+            "{:<10} {:>6} {:>10} {:>12}  {verdict}",
+            choice.to_string(),
+            cfg("BR"),
+            cfg("workgroup_storage_bytes"),
+            c.gpu_median_us.map_or("-".into(), |t| format!("{t:.1}")),
+        );
+    }
+    let Some(best) = best else {
+        eprintln!(
+            "no candidate passed validation; {} not written",
+            out.display()
+        );
+        return Ok(3);
+    };
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    file.entries.insert(
+        class.key(),
+        TuneEntry {
+            variant: a.variant.clone(),
+            dtype: class.dtype.clone(),
+            causal: class.causal,
+            head_dim: class.head_dim,
+            n_bucket: class.n_bucket,
+            choice: best.choice,
+            gpu_median_us: best.gpu_median_us.unwrap_or(f64::NAN),
+            shape: p.shape_string(),
+            reps: a.reps,
+            command,
+            candidates: cands.clone(),
+        },
+    );
+    if let Some(d) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d).map_err(|e| Error::Io {
+            path: d.display().to_string(),
+            source: e,
+        })?;
+    }
+    json::write_atomic(&out, &file)?;
+    println!(
+        "\nbest for `{}`: {} ({:.1} µs); reproduce any candidate with `attn-wgpu run --variant {} \
+         --batch {} --heads {} --seq {} --head-dim {} --dtype {}{} --tile {}`",
+        class.key(),
+        best.choice,
+        best.gpu_median_us.unwrap_or(f64::NAN),
+        a.variant,
+        p.batch,
+        p.heads,
+        p.seq,
+        p.head_dim,
+        p.dtype.name(),
+        if p.causal { "" } else { " --no-causal" },
+        best.choice
+    );
+    eprintln!("tune cache written to {}", out.display());
+    let rejected = cands.iter().filter(|c| c.verdict == "FAIL").count();
+    if rejected > 0 {
+        eprintln!("warning: {rejected} candidate(s) failed validation and were rejected");
+    }
+    Ok(0)
+}
+
+/// The tune cache a command reads: `--tune FILE` (a broken one is bad input, exit 2), else this
+/// adapter's default file if it exists (a broken one is a warning).
+pub fn find_tune(gpu: &Gpu, explicit: Option<&Path>) -> anyhow::Result<Option<(TuneFile, String)>> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let p = tune::default_path(&gpu.report);
+            if !p.is_file() {
+                return Ok(None);
+            }
+            p
+        }
+    };
+    let f = match tune::load(&path) {
+        Ok(f) => f,
+        Err(e) if explicit.is_some() => return Err(bad(e)),
+        Err(e) => {
+            eprintln!("warning: {e}; default tiles (re-run `attn-wgpu tune`)");
+            return Ok(None);
+        }
+    };
+    if f.key != probe::key(&gpu.report) {
+        eprintln!(
+            "warning: tune cache {} was measured on `{}`, this run is on `{}`",
+            path.display(),
+            f.key,
+            probe::key(&gpu.report)
+        );
+    }
+    Ok(Some((f, path.display().to_string())))
+}
+
+/// The tile request for `p`: `--tile` when given, else the cache entry of `p`'s shape class.
+pub fn tile_request(
+    gpu: &Gpu,
+    forced: Option<TileChoice>,
+    cache: &Option<(TuneFile, String)>,
+    p: &Problem,
+) -> Option<TileRequest> {
+    if let Some(choice) = forced {
+        return Some(TileRequest {
+            choice,
+            source: "--tile".into(),
+        });
+    }
+    let (f, path) = cache.as_ref()?;
+    match tune::request_for(f, path, "tiled", p, &gpu.caps) {
+        Ok(r) => r,
+        Err(w) => {
+            eprintln!("warning: {w}");
+            None
+        }
+    }
+}
+
+/// Parses `--tile` (exit 2 when malformed).
+pub fn parse_tile(s: Option<&str>) -> anyhow::Result<Option<TileChoice>> {
+    s.map(|s| TileChoice::parse(s).map_err(bad)).transpose()
+}
