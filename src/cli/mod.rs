@@ -78,39 +78,56 @@ fn variant_list(s: &str) -> anyhow::Result<Vec<String>> {
 // ---------------------------------------------------------------------------------------------
 // run --trace / roofline
 
+/// A per-adapter cache file a command reads (probe, tune): `explicit` (a broken one is bad input,
+/// exit 2), else `default` if it exists (a broken one only warns: the command goes on `without`).
+/// A file measured on another adapter is used with a warning.
+pub fn find_cached<T>(
+    gpu: &Gpu,
+    explicit: Option<&Path>,
+    default: PathBuf,
+    what: &str,
+    without: &str,
+    load: impl Fn(&Path) -> Result<T, String>,
+    key: impl Fn(&T) -> &str,
+) -> anyhow::Result<Option<(T, String)>> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None if default.is_file() => default,
+        None => return Ok(None),
+    };
+    let f = match load(&path) {
+        Ok(f) => f,
+        Err(e) if explicit.is_some() => return Err(bad(e)),
+        Err(e) => {
+            eprintln!("warning: {e}; {without}");
+            return Ok(None);
+        }
+    };
+    let here = probe::key(&gpu.report);
+    if key(&f) != here {
+        eprintln!(
+            "warning: {what} {} was measured on `{}`, this run is on `{here}`",
+            path.display(),
+            key(&f)
+        );
+    }
+    Ok(Some((f, path.display().to_string())))
+}
+
 /// The probe `run` uses: `--probe FILE`, else the default path of this adapter if it exists.
 pub fn find_probe(
     gpu: &Gpu,
     explicit: Option<&Path>,
 ) -> anyhow::Result<Option<(probe::ProbeFile, String)>> {
-    let path = match explicit {
-        Some(p) => p.to_path_buf(),
-        None => {
-            let p = probe::default_path(&gpu.report);
-            if !p.is_file() {
-                return Ok(None);
-            }
-            p
-        }
-    };
-    let f = match probe::load(&path) {
-        Ok(f) => f,
-        Err(e) if explicit.is_some() => return Err(bad(e)),
-        // A stale or broken cache file must not stop a run: say so and go on without it.
-        Err(e) => {
-            eprintln!("warning: {e}; no roofline (re-run `attn-wgpu probe`)");
-            return Ok(None);
-        }
-    };
-    if f.key != probe::key(&gpu.report) {
-        eprintln!(
-            "warning: probe {} was measured on `{}`, this run is on `{}`",
-            path.display(),
-            f.key,
-            probe::key(&gpu.report)
-        );
-    }
-    Ok(Some((f, path.display().to_string())))
+    find_cached(
+        gpu,
+        explicit,
+        probe::default_path(&gpu.report),
+        "probe",
+        "no roofline (re-run `attn-wgpu probe`)",
+        probe::load,
+        |f| &f.key,
+    )
 }
 
 pub fn print_roofline(

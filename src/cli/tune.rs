@@ -211,33 +211,15 @@ pub fn cmd_tune(a: TuneArgs) -> anyhow::Result<u8> {
 /// The tune cache a command reads: `--tune FILE` (a broken one is bad input, exit 2), else this
 /// adapter's default file if it exists (a broken one is a warning).
 pub fn find_tune(gpu: &Gpu, explicit: Option<&Path>) -> anyhow::Result<Option<(TuneFile, String)>> {
-    let path = match explicit {
-        Some(p) => p.to_path_buf(),
-        None => {
-            let p = tune::default_path(&gpu.report);
-            if !p.is_file() {
-                return Ok(None);
-            }
-            p
-        }
-    };
-    let f = match tune::load(&path) {
-        Ok(f) => f,
-        Err(e) if explicit.is_some() => return Err(bad(e)),
-        Err(e) => {
-            eprintln!("warning: {e}; default tiles (re-run `attn-wgpu tune`)");
-            return Ok(None);
-        }
-    };
-    if f.key != probe::key(&gpu.report) {
-        eprintln!(
-            "warning: tune cache {} was measured on `{}`, this run is on `{}`",
-            path.display(),
-            f.key,
-            probe::key(&gpu.report)
-        );
-    }
-    Ok(Some((f, path.display().to_string())))
+    super::find_cached(
+        gpu,
+        explicit,
+        tune::default_path(&gpu.report),
+        "tune cache",
+        "default tiles (re-run `attn-wgpu tune`)",
+        tune::load,
+        |f| &f.key,
+    )
 }
 
 /// The tile request for `p`: `--tile` when given, else the cache entry of `p`'s shape class.
