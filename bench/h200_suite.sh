@@ -26,6 +26,7 @@ step() { echo "## $*"; "$@"; echo "## exit $?"; }
   done
   step $B run --variant all $SEED --seq 4096 --dtype f16 --reps 10 --probe "$o/probe.json" --json "$o/attn_f16_N4096.json"
   step $B run --variant tiled $SEED --seq 4096 --dtype f32 --reps 10 --json "$o/attn_f32_N4096_tiled.json"
+  step $B tune $SEED --seq 1024 --dtype f32 --reps 5 --out "$o/tune.json"
   step $B sweep --seq 256,512,1024,2048,4096 --variants unfused-inplace,tiled,tiled-subgroup $SEED --reps 5 --out-dir "$o/sweep_f32"
   for dt in f32 f16; do
     PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py $SEED --seq 1024 --dtype $dt --json "$o/torch_${dt}_N1024.json"
