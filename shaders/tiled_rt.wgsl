@@ -76,23 +76,33 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     if (causal) {
         kv_end = min(n, i0 + BR);
     }
+    // K and V are double-buffered through registers: thread t holds column t of the next block's
+    // 16 key rows (kf*, vf* below) while the current block is computed, so the global loads' latency
+    // hides behind the arithmetic instead of stalling the workgroup at the barrier.
+    var kf0 = vec4<f32>(0.0); var kf1 = vec4<f32>(0.0); var kf2 = vec4<f32>(0.0); var kf3 = vec4<f32>(0.0);
+    var vf0 = vec4<f32>(0.0); var vf1 = vec4<f32>(0.0); var vf2 = vec4<f32>(0.0); var vf3 = vec4<f32>(0.0);
+    if (0u < kv_end) {
+        kf0 = kv4(false, base, 0u, t, n, d); kf1 = kv4(false, base, 4u, t, n, d);
+        kf2 = kv4(false, base, 8u, t, n, d); kf3 = kv4(false, base, 12u, t, n, d);
+        vf0 = kv4(true, base, 0u, t, n, d); vf1 = kv4(true, base, 4u, t, n, d);
+        vf2 = kv4(true, base, 8u, t, n, d); vf3 = kv4(true, base, 12u, t, n, d);
+    }
     for (var j0 = 0u; j0 < kv_end; j0 += BC) {
         // The previous block's K, V and P must be consumed before they are overwritten.
         workgroupBarrier();
-        for (var e = t; e < BC * 64u; e += 64u) {
-            let r = e / 64u;
-            let c = e % 64u;
-            var kx = 0.0;
-            var vx = 0.0;
-            if (j0 + r < n && c < d) {
-                let ei = base + (j0 + r) * d + c;
-                kx = load(k[ei / PACK], ei);
-                vx = load(v[ei / PACK], ei);
-            }
-            ks[r * P + c / 4u][c % 4u] = kx;
-            vs[r * P + c / 4u][c % 4u] = vx;
-        }
+        stage_col(0u, t, kf0, vf0);
+        stage_col(4u, t, kf1, vf1);
+        stage_col(8u, t, kf2, vf2);
+        stage_col(12u, t, kf3, vf3);
         workgroupBarrier();
+        // Issue the next block's loads now; they complete while this block is computed.
+        let jn = j0 + BC;
+        if (jn < kv_end) {
+            kf0 = kv4(false, base, jn, t, n, d); kf1 = kv4(false, base, jn + 4u, t, n, d);
+            kf2 = kv4(false, base, jn + 8u, t, n, d); kf3 = kv4(false, base, jn + 12u, t, n, d);
+            vf0 = kv4(true, base, jn, t, n, d); vf1 = kv4(true, base, jn + 4u, t, n, d);
+            vf2 = kv4(true, base, jn + 8u, t, n, d); vf3 = kv4(true, base, jn + 12u, t, n, d);
+        }
 
         // S tile: s<r>[c] = score of row ty + 16r with key tx + 4c.
         var s0 = vec4<f32>(0.0);
@@ -199,5 +209,32 @@ fn store_vec(row: u32, col: u32, d: u32, x: vec4<f32>) {
             let e = row + col + c;
             o[e / PACK] = pack(x[c], x[min(c + 1u, 3u)]);
         }
+    }
+}
+
+// Column c of key rows j .. j+3 of K or V (0 past N or D).
+// (WGSL passes no storage pointers to functions, hence the flag.)
+fn kv4(from_v: bool, base: u32, j: u32, c: u32, n: u32, d: u32) -> vec4<f32> {
+    var x = vec4<f32>(0.0);
+    if (c < d) {
+        for (var r = 0u; r < 4u; r++) {
+            if (j + r < n) {
+                let ei = base + (j + r) * d + c;
+                if (from_v) {
+                    x[r] = load(v[ei / PACK], ei);
+                } else {
+                    x[r] = load(k[ei / PACK], ei);
+                }
+            }
+        }
+    }
+    return x;
+}
+
+// Writes column c of 4 staged key rows r0 .. r0+3 of K and V.
+fn stage_col(r0: u32, c: u32, kx: vec4<f32>, vx: vec4<f32>) {
+    for (var r = 0u; r < 4u; r++) {
+        ks[(r0 + r) * P + c / 4u][c % 4u] = kx[r];
+        vs[(r0 + r) * P + c / 4u][c % 4u] = vx[r];
     }
 }
