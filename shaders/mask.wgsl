@@ -79,3 +79,32 @@ fn in_place(
         s[idx] = select(s[idx], vec4<f32>(neg_inf()), b); // straddles it: read-modify-write
     }
 }
+
+// `causal_rows`: the same causal masked_fill_ for the common case of no bias buffer and N % 4 == 0
+// (rows start on a vec4). The grid is rows x column chunks of 256 vec4, so a thread knows its row
+// without a division per element; threads left of the diagonal read and write nothing.
+@compute @workgroup_size(256, 1, 1)
+fn causal_rows(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+) {
+    let n = params.seq;
+    let n4 = n / 4u;
+    let chunks = (n4 + 255u) / 256u;
+    let g = linear_group(wg, nwg);
+    let row = g / chunks;               // row of S, over the heads of this dispatch
+    let c4 = (g % chunks) * 256u + li;  // vec4 column
+    if (row >= params.heads * n || c4 >= n4) {
+        return;
+    }
+    let i = row % n;
+    let j = c4 * 4u;
+    let idx = row * n4 + c4;
+    if (j > i) {
+        s[idx] = vec4<f32>(neg_inf());  // wholly above the diagonal: write, no read
+    } else if (j + 3u > i) {
+        let b = (vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u)) > vec4<u32>(i);
+        s[idx] = select(s[idx], vec4<f32>(neg_inf()), b);
+    }
+}

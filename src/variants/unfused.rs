@@ -8,7 +8,7 @@
 //! mask    S2.masked_fill_(-inf)  (`unfused`) or S.masked_fill_(-inf) (`unfused-inplace`),
 //!         plus the additive mask bias when there is one
 //!                                          (shaders/mask.wgsl, entries `copy` and `in_place`)
-//! softmax P  = softmax(S) row-wise, in place (shaders/softmax.wgsl)
+//! softmax P  = softmax(S) row-wise, in place (shaders/softmax.wgsl; softmax4.wgsl when N % 4 == 0)
 //! pv      O  = P V                         (shaders/pv.wgsl)
 //! ```
 //! Q, K, V and O are in the run's dtype; S (and S2) are f32. Fully-masked rows come out NaN here
@@ -114,7 +114,13 @@ fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String
         let s_bytes = nn * 4;
         let io = count * n * d * e; // this chunk's share of one of Q, K, V, O
         let ew_grid = grid_2d(nn.div_ceil(4).div_ceil(EW_WG), max_dim); // one vec4 per thread
-        let softmax_grid = grid_2d(count * n, max_dim);
+                                                                        // N % 4 == 0: rows start on a vec4, so the row-structured mask and the vec4 softmax apply.
+        let rows4 = n % 4 == 0;
+        let softmax_grid = if rows4 {
+            grid_2d((count * n).div_ceil(4), max_dim) // four rows per workgroup
+        } else {
+            grid_2d(count * n, max_dim)
+        };
         let mm_flops = 2 * count * n * n * d;
         dispatches.push(Dispatch {
             name: "qk".into(),
@@ -190,14 +196,24 @@ fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String
                 "no mask: dispatched but touches no memory (keeps the trace's shape)".into(),
             )
         };
+        // Causal only: the row-structured kernel (no division per element) when rows are vec4s.
+        let causal_rows = rows4 && p.causal && p.mask.bias.is_none();
         dispatches.push(Dispatch {
             name: "mask".into(),
             shader: kernel!("mask.wgsl", st, mask_binding),
-            entry: "in_place",
+            entry: if causal_rows {
+                "causal_rows"
+            } else {
+                "in_place"
+            },
             overrides: vec![],
             params,
             bindings: mask_bindings,
-            workgroups: ew_grid,
+            workgroups: if causal_rows {
+                grid_2d(count * n * (n / 4).div_ceil(EW_WG), max_dim)
+            } else {
+                ew_grid
+            },
             reads_bytes: reads,
             writes_bytes: writes,
             flops: if p.mask.bias.is_some() { nn } else { 0 },
@@ -205,7 +221,11 @@ fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String
         });
         dispatches.push(Dispatch {
             name: "softmax".into(),
-            shader: shader!("softmax.wgsl"),
+            shader: if rows4 {
+                shader!("softmax4.wgsl")
+            } else {
+                shader!("softmax.wgsl")
+            },
             entry: "main",
             overrides: vec![],
             params,
