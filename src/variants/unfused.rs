@@ -115,7 +115,7 @@ fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String
         let io = count * n * d * e; // this chunk's share of one of Q, K, V, O
         let ew_grid = grid_2d(nn.div_ceil(4).div_ceil(EW_WG), max_dim); // one vec4 per thread
                                                                         // N % 4 == 0: rows start on a vec4, so the row-structured mask and the vec4 softmax apply.
-        let rows4 = n % 4 == 0;
+        let rows4 = n.is_multiple_of(4);
         let softmax_grid = if rows4 {
             grid_2d((count * n).div_ceil(4), max_dim) // four rows per workgroup
         } else {
