@@ -9,16 +9,18 @@ enable wgpu_cooperative_matrix;
 //   2. subgroup g computes S = Q Kᵀ for its 16 rows: 2 tiles of 16 x 16, 4 steps of 16 over D,
 //      f16 inputs, f32 accumulator, stored row-major to `ss`;
 //   3. thread t owns row t/2 and keys 16(t%2) .. +15: it scales, masks, updates the running max
-//      (shared with its partner thread t^1 through `red`) and writes P = exp2(S - m) as f16 to `ps`;
-//   4. subgroup g computes P V for its rows (4 tiles of 16 x 16 over D, 2 steps over the 32 keys)
-//      into `ss`;
+//      (shared with its partner thread t^1 through `red`) and writes P = exp2(S - m) as two f16
+//      parts, P = hi + lo (`ps`, `pl`): one f16 alone rounds P to 11 bits, an error the f16
+//      tolerance (inputs exact in f16, everything else f32) does not allow; hi + lo keeps ~22;
+//   4. subgroup g computes P V = hi V + lo V for its rows (4 tiles of 16 x 16 over D, 2 steps over
+//      the 32 keys, two products each) into `ss`;
 //   5. thread t rescales its 32 output columns of row t/2 by alpha = exp2(m_old - m_new) and adds
 //      its part of P V. (The output stays in registers: a cooperative matrix cannot be scaled row
 //      by row.)
 // Cooperative loads: `coopLoadT` reads row-major, `coopLoad` column-major; Kᵀ is K read
 // column-major. The S and P V products never reach device memory.
-// Workgroup storage: Q 64x64 + K 32x64 + V 32x64 + P 64x32 (f16) = 20 KiB, S / PV 64x64 f32 =
-// 16 KiB, zero tile 1 KiB, red 0.5 KiB: 38400 bytes.
+// Workgroup storage: Q 64x64 + K 32x64 + V 32x64 + P hi and lo 2 x 64x32 (f16) = 24 KiB, S / PV
+// 64x64 f32 = 16 KiB, zero tile 1 KiB, red 0.5 KiB: 42496 bytes.
 
 @group(0) @binding(1) var<storage, read> q: array<st>;
 @group(0) @binding(2) var<storage, read> k: array<st>;
@@ -33,7 +35,8 @@ const LOG2E: f32 = 1.4426950408889634;
 var<workgroup> qs: array<f16, 4096>;   // [64 rows][64]
 var<workgroup> ks: array<f16, 2048>;   // [32 keys][64]
 var<workgroup> vs: array<f16, 2048>;   // [32 keys][64]
-var<workgroup> ps: array<f16, 2048>;   // [64 rows][32 keys]
+var<workgroup> ps: array<f16, 2048>;   // [64 rows][32 keys]: P rounded to f16
+var<workgroup> pl: array<f16, 2048>;   // [64 rows][32 keys]: P - ps, the rounding error, in f16
 var<workgroup> ss: array<f32, 4096>;   // [64 rows][64]: S (first 32 columns), then P V
 var<workgroup> zt: array<f32, 256>;    // a zero 16 x 16 tile: the accumulators' start
 var<workgroup> red: array<f32, 128>;   // partner exchange of row maxima / sums
@@ -141,9 +144,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         for (var nt = 0u; nt < d16; nt++) {
             var acc = coopLoadT<coop_mat16x16<f32, C>>(&zt[0], 16u);
             for (var s = 0u; s < 2u; s++) {
-                let a = coopLoadT<coop_mat16x16<f16, A>>(&ps[sg * 16u * BC + s * 16u], BC);
                 let b = coopLoadT<coop_mat16x16<f16, B>>(&vs[s * 16u * DM + nt * 16u], DM);
-                acc = coopMultiplyAdd(a, b, acc);
+                let hi = coopLoadT<coop_mat16x16<f16, A>>(&ps[sg * 16u * BC + s * 16u], BC);
+                let lo = coopLoadT<coop_mat16x16<f16, A>>(&pl[sg * 16u * BC + s * 16u], BC);
+                acc = coopMultiplyAdd(hi, b, acc);
+                acc = coopMultiplyAdd(lo, b, acc);
             }
             coopStoreT(acc, &ss[sg * 16u * DM + nt * 16u], DM);
         }
@@ -184,11 +189,18 @@ fn ld4(e: u32) -> vec4<f32> {
     return vec4<f32>(ss[e], ss[e + 1u], ss[e + 2u], ss[e + 3u]);
 }
 
+// P as hi + lo f16 parts.
 fn store_p(e: u32, p: vec4<f32>) {
-    ps[e] = f16(p.x);
-    ps[e + 1u] = f16(p.y);
-    ps[e + 2u] = f16(p.z);
-    ps[e + 3u] = f16(p.w);
+    let hi = vec4<f16>(p);
+    let lo = vec4<f16>(p - vec4<f32>(hi));
+    ps[e] = hi.x;
+    ps[e + 1u] = hi.y;
+    ps[e + 2u] = hi.z;
+    ps[e + 3u] = hi.w;
+    pl[e] = lo.x;
+    pl[e + 1u] = lo.y;
+    pl[e + 2u] = lo.z;
+    pl[e + 3u] = lo.w;
 }
 
 // Scores (base 2) of row i with keys j .. j+3: -inf past N or above the diagonal, plus the mask

@@ -289,7 +289,7 @@ pub fn build_subgroup(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
 }
 
 /// Workgroup storage of tiled_coop.wgsl (its header comment derives it).
-pub const COOP_STORAGE: u64 = 38400;
+pub const COOP_STORAGE: u64 = 42496;
 
 /// `tiled-coop`: f16 attention on cooperative matrices (shaders/tiled_coop.wgsl): Q Kᵀ and P V as
 /// 16 x 16 x 16 f16 products with f32 accumulators, four 32-wide subgroups per workgroup.
