@@ -10,7 +10,9 @@
 
 @group(0) @binding(1) var<storage, read> q: array<st>;
 @group(0) @binding(2) var<storage, read> k: array<st>;
-@group(0) @binding(3) var<storage, read_write> s: array<f32>;
+// S seen as vec4s (the runner pads buffers to 16 bytes): rows start on a vec4 when N % 4 == 0, and
+// then each thread writes its 8 columns of a row as two 16-byte stores.
+@group(0) @binding(3) var<storage, read_write> s: array<vec4<f32>>;
 
 const TILE: u32 = 128u;  // rows and columns of S per workgroup
 const KC: u32 = 16u;     // depth (D) chunk staged per iteration
@@ -90,12 +92,22 @@ fn main(
 // Writes 8 consecutive scores of row i from column j, skipping what lies outside N x N.
 fn store_row(head: u32, i: u32, j: u32, lo: vec4<f32>, hi: vec4<f32>) {
     let n = params.seq;
-    if (i >= n) {
+    if (i >= n || j >= n) {
         return;
     }
     let base = (head * n + i) * n;
+    if ((n & 3u) == 0u) {
+        // j is a multiple of 8 and N of 4: j + 4 <= N, and both halves are whole aligned vec4s.
+        s[(base + j) / 4u] = lo;
+        if (j + 4u < n) {
+            s[(base + j) / 4u + 1u] = hi;
+        }
+        return;
+    }
     for (var c = 0u; c < 4u; c++) {
-        if (j + c < n) { s[base + j + c] = lo[c]; }
-        if (j + 4u + c < n) { s[base + j + 4u + c] = hi[c]; }
+        let e0 = base + j + c;
+        let e1 = e0 + 4u;
+        if (j + c < n) { s[e0 / 4u][e0 % 4u] = lo[c]; }
+        if (j + 4u + c < n) { s[e1 / 4u][e1 % 4u] = hi[c]; }
     }
 }
