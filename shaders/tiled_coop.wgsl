@@ -189,10 +189,12 @@ fn ld4(e: u32) -> vec4<f32> {
     return vec4<f32>(ss[e], ss[e + 1u], ss[e + 2u], ss[e + 3u]);
 }
 
-// P as hi + lo f16 parts.
+// P as hi + lo f16 parts. The rounding goes through pack2x16float/unpack2x16float so that no
+// compiler folds f32(f16(p)) back to p (which would make lo zero).
 fn store_p(e: u32, p: vec4<f32>) {
-    let hi = vec4<f16>(p);
-    let lo = vec4<f16>(p - vec4<f32>(hi));
+    let r = vec4<f32>(unpack2x16float(pack2x16float(p.xy)), unpack2x16float(pack2x16float(p.zw)));
+    let hi = vec4<f16>(r);
+    let lo = vec4<f16>(p - r);
     ps[e] = hi.x;
     ps[e + 1u] = hi.y;
     ps[e + 2u] = hi.z;

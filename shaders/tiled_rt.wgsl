@@ -28,6 +28,11 @@
 @group(0) @binding(3) var<storage, read> v: array<st>;
 @group(0) @binding(4) var<storage, read_write> o: array<st>;
 
+// Double-buffer K and V through registers (see the main loop). The host turns it on for f32 storage
+// only: on the H200 it cut the f32 kernel from 2965 to 2666 µs but slowed f16 (2996 -> 4743 µs)
+// and bf16 (3968 -> 5150 µs) at the seed's shape (results/h200/2026-12-02-v2).
+override PREFETCH: bool = true;
+
 const BR: u32 = 64u;
 const BC: u32 = 16u;
 const P: u32 = 17u;        // row pitch in vec4: 16 columns (D <= 64) + 1 against bank conflicts
@@ -81,7 +86,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     // hides behind the arithmetic instead of stalling the workgroup at the barrier.
     var kf0 = vec4<f32>(0.0); var kf1 = vec4<f32>(0.0); var kf2 = vec4<f32>(0.0); var kf3 = vec4<f32>(0.0);
     var vf0 = vec4<f32>(0.0); var vf1 = vec4<f32>(0.0); var vf2 = vec4<f32>(0.0); var vf3 = vec4<f32>(0.0);
-    if (0u < kv_end) {
+    if (PREFETCH && 0u < kv_end) {
         kf0 = kv4(false, base, 0u, t, n, d); kf1 = kv4(false, base, 4u, t, n, d);
         kf2 = kv4(false, base, 8u, t, n, d); kf3 = kv4(false, base, 12u, t, n, d);
         vf0 = kv4(true, base, 0u, t, n, d); vf1 = kv4(true, base, 4u, t, n, d);
@@ -90,6 +95,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var j0 = 0u; j0 < kv_end; j0 += BC) {
         // The previous block's K, V and P must be consumed before they are overwritten.
         workgroupBarrier();
+        if (!PREFETCH) {
+            kf0 = kv4(false, base, j0, t, n, d); kf1 = kv4(false, base, j0 + 4u, t, n, d);
+            kf2 = kv4(false, base, j0 + 8u, t, n, d); kf3 = kv4(false, base, j0 + 12u, t, n, d);
+            vf0 = kv4(true, base, j0, t, n, d); vf1 = kv4(true, base, j0 + 4u, t, n, d);
+            vf2 = kv4(true, base, j0 + 8u, t, n, d); vf3 = kv4(true, base, j0 + 12u, t, n, d);
+        }
         stage_col(0u, t, kf0, vf0);
         stage_col(4u, t, kf1, vf1);
         stage_col(8u, t, kf2, vf2);
@@ -97,7 +108,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         workgroupBarrier();
         // Issue the next block's loads now; they complete while this block is computed.
         let jn = j0 + BC;
-        if (jn < kv_end) {
+        if (PREFETCH && jn < kv_end) {
             kf0 = kv4(false, base, jn, t, n, d); kf1 = kv4(false, base, jn + 4u, t, n, d);
             kf2 = kv4(false, base, jn + 8u, t, n, d); kf3 = kv4(false, base, jn + 12u, t, n, d);
             vf0 = kv4(true, base, jn, t, n, d); vf1 = kv4(true, base, jn + 4u, t, n, d);
