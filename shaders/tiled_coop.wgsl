@@ -31,12 +31,18 @@ const BR: u32 = 64u;
 const BC: u32 = 32u;
 const DM: u32 = 64u;  // row pitch of the staged Q, K, V (D <= 64)
 const LOG2E: f32 = 1.4426950408889634;
+// P's low part is stored times 2^12: unscaled it would mostly be an f16 subnormal, which the
+// matrix units may flush to zero (on the H200 the unscaled version gave bit-identical results to
+// P in one f16 alone).
+const LO_SCALE: f32 = 4096.0;
+const LO_UNSCALE: f32 = 0.000244140625;
 
 var<workgroup> qs: array<f16, 4096>;   // [64 rows][64]
 var<workgroup> ks: array<f16, 2048>;   // [32 keys][64]
 var<workgroup> vs: array<f16, 2048>;   // [32 keys][64]
 var<workgroup> ps: array<f16, 2048>;   // [64 rows][32 keys]: P rounded to f16
-var<workgroup> pl: array<f16, 2048>;   // [64 rows][32 keys]: P - ps, the rounding error, in f16
+var<workgroup> pl: array<f16, 2048>;   // [64 rows][32 keys]: (P - ps) * 2^12, the rounding error
+                                       // scaled out of f16's subnormal range
 var<workgroup> ss: array<f32, 4096>;   // [64 rows][64]: S (first 32 columns), then P V
 var<workgroup> zt: array<f32, 256>;    // a zero 16 x 16 tile: the accumulators' start
 var<workgroup> red: array<f32, 128>;   // partner exchange of row maxima / sums
@@ -143,14 +149,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         // 4. P V for this subgroup's 16 rows: D/16 tiles, 2 steps over the 32 keys.
         for (var nt = 0u; nt < d16; nt++) {
             var acc = coopLoadT<coop_mat16x16<f32, C>>(&zt[0], 16u);
+            var acc_lo = coopLoadT<coop_mat16x16<f32, C>>(&zt[0], 16u);
             for (var s = 0u; s < 2u; s++) {
                 let b = coopLoadT<coop_mat16x16<f16, B>>(&vs[s * 16u * DM + nt * 16u], DM);
                 let hi = coopLoadT<coop_mat16x16<f16, A>>(&ps[sg * 16u * BC + s * 16u], BC);
                 let lo = coopLoadT<coop_mat16x16<f16, A>>(&pl[sg * 16u * BC + s * 16u], BC);
                 acc = coopMultiplyAdd(hi, b, acc);
-                acc = coopMultiplyAdd(lo, b, acc);
+                acc_lo = coopMultiplyAdd(lo, b, acc_lo);
             }
-            coopStoreT(acc, &ss[sg * 16u * DM + nt * 16u], DM);
+            coopStoreT(acc + acc_lo * LO_UNSCALE, &ss[sg * 16u * DM + nt * 16u], DM);
         }
         workgroupBarrier();
 
@@ -194,7 +201,7 @@ fn ld4(e: u32) -> vec4<f32> {
 fn store_p(e: u32, p: vec4<f32>) {
     let r = vec4<f32>(unpack2x16float(pack2x16float(p.xy)), unpack2x16float(pack2x16float(p.zw)));
     let hi = vec4<f16>(r);
-    let lo = vec4<f16>(p - r);
+    let lo = vec4<f16>((p - r) * LO_SCALE);
     ps[e] = hi.x;
     ps[e + 1u] = hi.y;
     ps[e + 2u] = hi.z;

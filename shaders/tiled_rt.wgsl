@@ -29,8 +29,9 @@
 @group(0) @binding(4) var<storage, read_write> o: array<st>;
 
 // Double-buffer K and V through registers (see the main loop). The host turns it on for f32 storage
-// only: on the H200 it cut the f32 kernel from 2965 to 2666 µs but slowed f16 (2996 -> 4743 µs)
-// and bf16 (3968 -> 5150 µs) at the seed's shape (results/h200/2026-12-02-v2).
+// only: on the H200 it cut the f32 kernel from 2965 to 2666 µs, while f16 (2996 -> 4743 µs) and
+// bf16 (3968 -> 5150 µs) got slower at the seed's shape (results/h200/2026-12-02-v2); without it
+// the staging loop is the direct one of the first version.
 override PREFETCH: bool = true;
 
 const BR: u32 = 64u;
@@ -95,16 +96,26 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var j0 = 0u; j0 < kv_end; j0 += BC) {
         // The previous block's K, V and P must be consumed before they are overwritten.
         workgroupBarrier();
-        if (!PREFETCH) {
-            kf0 = kv4(false, base, j0, t, n, d); kf1 = kv4(false, base, j0 + 4u, t, n, d);
-            kf2 = kv4(false, base, j0 + 8u, t, n, d); kf3 = kv4(false, base, j0 + 12u, t, n, d);
-            vf0 = kv4(true, base, j0, t, n, d); vf1 = kv4(true, base, j0 + 4u, t, n, d);
-            vf2 = kv4(true, base, j0 + 8u, t, n, d); vf3 = kv4(true, base, j0 + 12u, t, n, d);
+        if (PREFETCH) {
+            stage_col(0u, t, kf0, vf0);
+            stage_col(4u, t, kf1, vf1);
+            stage_col(8u, t, kf2, vf2);
+            stage_col(12u, t, kf3, vf3);
+        } else {
+            for (var e = t; e < BC * 64u; e += 64u) {
+                let r = e / 64u;
+                let c = e % 64u;
+                var kx = 0.0;
+                var vx = 0.0;
+                if (j0 + r < n && c < d) {
+                    let ei = base + (j0 + r) * d + c;
+                    kx = load(k[ei / PACK], ei);
+                    vx = load(v[ei / PACK], ei);
+                }
+                ks[r * P + c / 4u][c % 4u] = kx;
+                vs[r * P + c / 4u][c % 4u] = vx;
+            }
         }
-        stage_col(0u, t, kf0, vf0);
-        stage_col(4u, t, kf1, vf1);
-        stage_col(8u, t, kf2, vf2);
-        stage_col(12u, t, kf3, vf3);
         workgroupBarrier();
         // Issue the next block's loads now; they complete while this block is computed.
         let jn = j0 + BC;
