@@ -364,17 +364,27 @@ fn build_with(
     let params = Params::of(p);
     let storage = Storage::of(p.dtype);
     let mask_binding = (mask_bytes > 0).then_some(5);
+    // tiled_rt.wgsl double-buffers K/V through registers for f32 storage only (measured on the
+    // H200: see PREFETCH in the kernel).
+    let prefetch = vec![(
+        "PREFETCH".to_string(),
+        if p.dtype == crate::problem::DType::F32 {
+            1.0
+        } else {
+            0.0
+        },
+    )];
     let (shader, overrides) = if variant == "tiled-coop" {
         (kernel!("tiled_coop.wgsl", storage, mask_binding), vec![])
     } else if subgroup {
         (
             kernel!("tiled_rt.wgsl" + "tiled_rt_sg.wgsl", storage, mask_binding),
-            vec![],
+            prefetch,
         )
     } else if cfg.register_tiled {
         (
             kernel!("tiled_rt.wgsl" + "tiled_rt_wg.wgsl", storage, mask_binding),
-            vec![],
+            prefetch,
         )
     } else {
         (
