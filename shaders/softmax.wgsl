@@ -14,17 +14,6 @@ const WG: u32 = 256u;
 var<workgroup> red_m: array<f32, WG>;
 var<workgroup> red_l: array<f32, WG>;
 
-// Adds (m2, l2) into (m1, l1); a side with m = -inf holds nothing and is skipped.
-fn combine(m1: f32, l1: f32, m2: f32, l2: f32, ninf: f32) -> vec2<f32> {
-    if (m2 == ninf) {
-        return vec2<f32>(m1, l1);
-    }
-    if (m1 == ninf) {
-        return vec2<f32>(m2, l2);
-    }
-    let m = max(m1, m2);
-    return vec2<f32>(m, l1 * exp(m1 - m) + l2 * exp(m2 - m));
-}
 
 @compute @workgroup_size(256, 1, 1)
 fn main(

@@ -9,17 +9,6 @@ const TPR: u32 = 64u;  // threads per row
 var<workgroup> red_m: array<f32, 256>;
 var<workgroup> red_l: array<f32, 256>;
 
-// Adds (m2, l2) into (m1, l1); a side with m = -inf holds nothing.
-fn combine(m1: f32, l1: f32, m2: f32, l2: f32, ninf: f32) -> vec2<f32> {
-    if (m2 == ninf) {
-        return vec2<f32>(m1, l1);
-    }
-    if (m1 == ninf) {
-        return vec2<f32>(m2, l2);
-    }
-    let m = max(m1, m2);
-    return vec2<f32>(m, l1 * exp(m1 - m) + l2 * exp(m2 - m));
-}
 
 @compute @workgroup_size(256, 1, 1)
 fn main(

@@ -101,10 +101,10 @@ fn main(
             s2 += qk4(qv, 8u, c4);
             s3 += qk4(qv, 12u, c4);
         }
-        s0 = masked(s0, head, j0, i, n, causal, ninf);
-        s1 = masked(s1, head, j0 + 4u, i, n, causal, ninf);
-        s2 = masked(s2, head, j0 + 8u, i, n, causal, ninf);
-        s3 = masked(s3, head, j0 + 12u, i, n, causal, ninf);
+        s0 = masked(s0, head, i, j0, n, causal, ninf);
+        s1 = masked(s1, head, i, j0 + 4u, n, causal, ninf);
+        s2 = masked(s2, head, i, j0 + 8u, n, causal, ninf);
+        s3 = masked(s3, head, i, j0 + 12u, n, causal, ninf);
         let m_new = max(m, max(max(max4(s0), max4(s1)), max(max4(s2), max4(s3))));
 
         // Online softmax. While a row has seen no allowed key, m stays -inf and nothing is added.
@@ -161,21 +161,4 @@ fn qk4(q: vec4<f32>, r0: u32, c4: u32) -> vec4<f32> {
 fn pv4(p: vec4<f32>, r0: u32, c4: u32) -> vec4<f32> {
     return p.x * vs[r0 * DP + c4] + p.y * vs[(r0 + 1u) * DP + c4]
         + p.z * vs[(r0 + 2u) * DP + c4] + p.w * vs[(r0 + 3u) * DP + c4];
-}
-
-// Scores of keys j .. j+3 for row i, with -inf where the key is past N or above the diagonal, plus
-// the mask bias (in base 2, like the scores) when the problem has one.
-fn masked(s: vec4<f32>, head: u32, j: u32, i: u32, n: u32, causal: bool, ninf: f32) -> vec4<f32> {
-    let jv = vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u);
-    let allowed = (jv < vec4<u32>(n)) & ((jv <= vec4<u32>(i)) | vec4<bool>(!causal));
-    var b = vec4<f32>(0.0);
-    if (HAS_MASK) {
-        b = vec4<f32>(mask_bias(head, i, j), mask_bias(head, i, j + 1u),
-                      mask_bias(head, i, j + 2u), mask_bias(head, i, j + 3u)) * LOG2E;
-    }
-    return select(vec4<f32>(ninf), s + b, allowed);
-}
-
-fn max4(v: vec4<f32>) -> f32 {
-    return max(max(v.x, v.y), max(v.z, v.w));
 }

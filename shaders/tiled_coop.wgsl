@@ -212,22 +212,7 @@ fn store_p(e: u32, p: vec4<f32>) {
     pl[e + 3u] = lo.w;
 }
 
-// Scores (base 2) of row i with keys j .. j+3: -inf past N or above the diagonal, plus the mask
-// bias when the problem has one.
-fn masked(s: vec4<f32>, head: u32, i: u32, j: u32, n: u32, causal: bool, ninf: f32) -> vec4<f32> {
-    let jv = vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u);
-    let allowed = (jv < vec4<u32>(n)) & ((jv <= vec4<u32>(i)) | vec4<bool>(!causal));
-    var b = vec4<f32>(0.0);
-    if (HAS_MASK) {
-        b = vec4<f32>(mask_bias(head, i, j), mask_bias(head, i, j + 1u),
-                      mask_bias(head, i, j + 2u), mask_bias(head, i, j + 3u)) * LOG2E;
-    }
-    return select(vec4<f32>(ninf), s + b, allowed);
-}
 
-fn max4(x: vec4<f32>) -> f32 {
-    return max(max(x.x, x.y), max(x.z, x.w));
-}
 
 // Output columns c .. c+3 of one row (PACK elements per store), skipping those past D.
 fn store4(row: u32, c: u32, d: u32, x: vec4<f32>) {

@@ -34,6 +34,7 @@ pub mod unfused;
 
 /// Embeds `shaders/<file>` behind the shared prelude `shaders/common.wgsl` (kernels that need no
 /// dtype or mask prelude: they only touch f32 intermediates).
+/// `shader!("a.wgsl" + "b.wgsl")` appends `shaders/b.wgsl` (functions `a.wgsl` calls).
 macro_rules! shader {
     ($file:literal) => {
         $crate::plan::Shader {
@@ -41,6 +42,17 @@ macro_rules! shader {
             source: concat!(
                 include_str!("../../shaders/common.wgsl"),
                 include_str!(concat!("../../shaders/", $file))
+            ),
+            tag: "",
+        }
+    };
+    ($file:literal + $part:literal) => {
+        $crate::plan::Shader {
+            file: concat!($file, "+", $part),
+            source: concat!(
+                include_str!("../../shaders/common.wgsl"),
+                include_str!(concat!("../../shaders/", $file)),
+                include_str!(concat!("../../shaders/", $part))
             ),
             tag: "",
         }

@@ -375,7 +375,10 @@ fn build_with(
         },
     )];
     let (shader, overrides) = if variant == "tiled-coop" {
-        (kernel!("tiled_coop.wgsl", storage, mask_binding), vec![])
+        (
+            kernel!("tiled_coop.wgsl" + "tiled_mask.wgsl", storage, mask_binding),
+            vec![],
+        )
     } else if subgroup {
         (
             kernel!("tiled_rt.wgsl" + "tiled_rt_sg.wgsl", storage, mask_binding),
@@ -388,7 +391,7 @@ fn build_with(
         )
     } else {
         (
-            kernel!("tiled.wgsl", storage, mask_binding),
+            kernel!("tiled.wgsl" + "tiled_mask.wgsl", storage, mask_binding),
             vec![
                 ("BR".to_string(), cfg.br as f64),
                 ("D4".to_string(), cfg.d4 as f64),

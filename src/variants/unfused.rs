@@ -222,9 +222,9 @@ fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String
         dispatches.push(Dispatch {
             name: "softmax".into(),
             shader: if rows4 {
-                shader!("softmax4.wgsl")
+                shader!("softmax4.wgsl" + "softmax_combine.wgsl")
             } else {
-                shader!("softmax.wgsl")
+                shader!("softmax.wgsl" + "softmax_combine.wgsl")
             },
             entry: "main",
             overrides: vec![],
