@@ -14,7 +14,6 @@ const WG: u32 = 256u;
 var<workgroup> red_m: array<f32, WG>;
 var<workgroup> red_l: array<f32, WG>;
 
-
 @compute @workgroup_size(256, 1, 1)
 fn main(
     @builtin(workgroup_id) wg: vec3<u32>,

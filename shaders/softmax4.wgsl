@@ -9,7 +9,6 @@ const TPR: u32 = 64u;  // threads per row
 var<workgroup> red_m: array<f32, 256>;
 var<workgroup> red_l: array<f32, 256>;
 
-
 @compute @workgroup_size(256, 1, 1)
 fn main(
     @builtin(workgroup_id) wg: vec3<u32>,

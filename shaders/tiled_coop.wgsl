@@ -212,8 +212,6 @@ fn store_p(e: u32, p: vec4<f32>) {
     pl[e + 3u] = lo.w;
 }
 
-
-
 // Output columns c .. c+3 of one row (PACK elements per store), skipping those past D.
 fn store4(row: u32, c: u32, d: u32, x: vec4<f32>) {
     for (var k2 = 0u; k2 < 4u; k2 += PACK) {
