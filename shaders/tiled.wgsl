@@ -107,22 +107,15 @@ fn main(
         s3 = masked(s3, head, i, j0 + 12u, n, causal, ninf);
         let m_new = max(m, max(max(max4(s0), max4(s1)), max(max4(s2), max4(s3))));
 
-        // Online softmax. While a row has seen no allowed key, m stays -inf and nothing is added.
-        var alpha = 1.0;
-        if (m_new > ninf) {
-            alpha = exp2(m - m_new);
-            s0 = exp2(s0 - m_new);
-            s1 = exp2(s1 - m_new);
-            s2 = exp2(s2 - m_new);
-            s3 = exp2(s3 - m_new);
-            l = l * alpha + dot(s0 + s1 + s2 + s3, vec4<f32>(1.0));
-            m = m_new;
-        } else {
-            s0 = vec4<f32>(0.0);
-            s1 = vec4<f32>(0.0);
-            s2 = vec4<f32>(0.0);
-            s3 = vec4<f32>(0.0);
-        }
+        // Online softmax (tiled_mask.wgsl, online_step).
+        let step = online_step(s0, s1, s2, s3, m, l, m_new, ninf);
+        m = step.m;
+        l = step.l;
+        let alpha = step.alpha;
+        s0 = step.p0;
+        s1 = step.p1;
+        s2 = step.p2;
+        s3 = step.p3;
         for (var c4 = 0u; c4 < D4; c4++) {
             os[t * DP + c4] = os[t * DP + c4] * alpha
                 + pv4(s0, 0u, c4) + pv4(s1, 4u, c4) + pv4(s2, 8u, c4) + pv4(s3, 12u, c4);

@@ -124,21 +124,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         red[t] = max(max(max4(s0), max4(s1)), max(max4(s2), max4(s3)));
         workgroupBarrier();
         let m_new = max(m, max(red[t], red[t ^ 1u]));
-        var alpha = 1.0;
-        if (m_new > ninf) {
-            alpha = exp2(m - m_new);
-            s0 = exp2(s0 - m_new);
-            s1 = exp2(s1 - m_new);
-            s2 = exp2(s2 - m_new);
-            s3 = exp2(s3 - m_new);
-            l = l * alpha + dot(s0 + s1 + s2 + s3, vec4<f32>(1.0));
-            m = m_new;
-        } else {
-            s0 = vec4<f32>(0.0);
-            s1 = vec4<f32>(0.0);
-            s2 = vec4<f32>(0.0);
-            s3 = vec4<f32>(0.0);
-        }
+        let step = online_step(s0, s1, s2, s3, m, l, m_new, ninf);
+        m = step.m;
+        l = step.l;
+        let alpha = step.alpha;
+        s0 = step.p0;
+        s1 = step.p1;
+        s2 = step.p2;
+        s3 = step.p3;
         let pb = row * BC + half * 16u;
         store_p(pb, s0);
         store_p(pb + 4u, s1);

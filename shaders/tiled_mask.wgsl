@@ -1,5 +1,5 @@
-// tiled_mask.wgsl — score masking shared by tiled.wgsl and tiled_coop.wgsl (appended to them by
-// `kernel!(.. + "tiled_mask.wgsl", ..)`; they define LOG2E).
+// tiled_mask.wgsl — score masking and the online-softmax step shared by tiled.wgsl and
+// tiled_coop.wgsl (appended to them by `kernel!(.. + "tiled_mask.wgsl", ..)`; they define LOG2E).
 
 // Scores (base 2) of row i with keys j .. j+3: -inf past N or above the diagonal, plus the mask
 // bias (in base 2, like the scores) when the problem has one.
@@ -16,4 +16,31 @@ fn masked(s: vec4<f32>, head: u32, i: u32, j: u32, n: u32, causal: bool, ninf: f
 
 fn max4(v: vec4<f32>) -> f32 {
     return max(max(v.x, v.y), max(v.z, v.w));
+}
+
+// One online-softmax step for 16 scores of a row (base 2) with the new running max `m_new`:
+// p = exp2(s - m_new), alpha = exp2(m - m_new) rescales what was accumulated, l = l * alpha + sum(p).
+// While the row has seen no allowed key (m_new = -inf), nothing is added: p = 0, alpha = 1, and m
+// stays -inf.
+struct Online {
+    p0: vec4<f32>,
+    p1: vec4<f32>,
+    p2: vec4<f32>,
+    p3: vec4<f32>,
+    alpha: f32,
+    m: f32,
+    l: f32,
+}
+
+fn online_step(s0: vec4<f32>, s1: vec4<f32>, s2: vec4<f32>, s3: vec4<f32>, m: f32, l: f32, m_new: f32, ninf: f32) -> Online {
+    if (m_new > ninf) {
+        let p0 = exp2(s0 - m_new);
+        let p1 = exp2(s1 - m_new);
+        let p2 = exp2(s2 - m_new);
+        let p3 = exp2(s3 - m_new);
+        let alpha = exp2(m - m_new);
+        return Online(p0, p1, p2, p3, alpha, m_new, l * alpha + dot(p0 + p1 + p2 + p3, vec4<f32>(1.0)));
+    }
+    let z = vec4<f32>(0.0);
+    return Online(z, z, z, z, 1.0, m, l);
 }

@@ -342,17 +342,21 @@ impl Variant {
 
 const ALL_DTYPES: &[DType] = &[DType::F32, DType::F16, DType::BF16];
 
+/// The requirements of the kernels that keep Q/K/V/O in the run's dtype (dtype preludes): every
+/// dtype, WGSL `f16` for f16 (SHADER_F16), bf16 pairs within a row (even D), masks.
+const STORED_IN_DTYPE: Requirements = Requirements {
+    dtypes: ALL_DTYPES,
+    f16_needs_shader_f16: true,
+    bf16_needs_even_d: true,
+    masks: true,
+};
+
 pub const VARIANTS: &[Variant] = &[
     Variant {
         name: "unfused",
         summary: "5 steps, 6 dispatches: qk, scale, copy + mask (an out-of-place masked_fill), softmax, pv",
         needs: wgpu::Features::empty(),
-        requires: Requirements {
-            dtypes: ALL_DTYPES,
-            f16_needs_shader_f16: true,
-            bf16_needs_even_d: true,
-            masks: true,
-        },
+        requires: STORED_IN_DTYPE,
         fully_masked: Semantics::Nan,
         auto_rank: 30,
         build: unfused::build_out_of_place,
@@ -362,12 +366,7 @@ pub const VARIANTS: &[Variant] = &[
         name: "unfused-inplace",
         summary: "the same 5 steps with masked_fill_ in place: 5 dispatches, one N x N buffer fewer",
         needs: wgpu::Features::empty(),
-        requires: Requirements {
-            dtypes: ALL_DTYPES,
-            f16_needs_shader_f16: true,
-            bf16_needs_even_d: true,
-            masks: true,
-        },
+        requires: STORED_IN_DTYPE,
         fully_masked: Semantics::Nan,
         auto_rank: 20,
         build: unfused::build_in_place,
@@ -392,12 +391,7 @@ pub const VARIANTS: &[Variant] = &[
         name: "tiled",
         summary: "one fused dispatch, FlashAttention-2 style online softmax; N x N never in memory",
         needs: wgpu::Features::empty(),
-        requires: Requirements {
-            dtypes: ALL_DTYPES,
-            f16_needs_shader_f16: true,
-            bf16_needs_even_d: true,
-            masks: true,
-        },
+        requires: STORED_IN_DTYPE,
         fully_masked: Semantics::Zero,
         auto_rank: 10,
         build: tiled::build,
@@ -407,12 +401,7 @@ pub const VARIANTS: &[Variant] = &[
         name: "tiled-subgroup",
         summary: "the register-tiled fused kernel with row max/sum by subgroup shuffles: one barrier fewer per key block",
         needs: wgpu::Features::SUBGROUP,
-        requires: Requirements {
-            dtypes: ALL_DTYPES,
-            f16_needs_shader_f16: true,
-            bf16_needs_even_d: true,
-            masks: true,
-        },
+        requires: STORED_IN_DTYPE,
         fully_masked: Semantics::Zero,
         auto_rank: 15,
         build: tiled::build_subgroup,
