@@ -137,6 +137,10 @@ struct RunArgs {
     /// Recorded forwards.
     #[arg(long, default_value_t = 20)]
     reps: u32,
+    /// Host-only forwards after the recorded ones: the same passes without timestamp queries,
+    /// timed on the host (encode + submit) to show the CPU cost without the profiler; 0 skips them.
+    #[arg(long, default_value_t = Schedule::DEFAULT_HOST_REPS)]
+    host_reps: u32,
     /// Keep wgpu's injected index clamping in the shaders (on), or trust the kernels' own bounds
     /// tests (off, the fast path; the test suite checks both).
     #[arg(long, default_value = "off", value_parser = ["on", "off"])]
@@ -468,6 +472,7 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     let schedule = Schedule {
         warmup: a.warmup,
         reps: a.reps,
+        host_reps: a.host_reps,
     };
     print!("{}", table::header(&gpu.report, &p, a.warmup, a.reps));
     let mut auto_choice = None;

@@ -266,7 +266,16 @@ fn measure(runner: &mut Runner, plan: &Plan, reps: u32, unit: &str) -> Result<Ce
         dtype: crate::problem::DType::F32,
         bias: None,
     };
-    let m = runner.execute(plan, &empty, Schedule { warmup: 2, reps })?;
+    let m = runner.execute(
+        plan,
+        &empty,
+        Schedule {
+            warmup: 2,
+            reps,
+            // The probe times GPU kernels only.
+            host_reps: 0,
+        },
+    )?;
     let stats =
         Stats::of_all(m.reps.iter().map(|r| r.dispatch_gpu_us[0])).ok_or_else(|| Error::Gpu {
             stage: format!("probe {}", plan.variant),

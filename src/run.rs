@@ -38,9 +38,13 @@ pub struct DispatchRow {
 pub struct ForwardStats {
     pub gpu_span_us: Option<Stats>,
     pub gpu_sum_us: Option<Stats>,
+    /// Recorded forwards: encoder creation to the return of submit, timestamp queries included.
     pub host_encode_submit_us: Option<Stats>,
     pub host_wait_us: Option<Stats>,
     pub host_total_us: Option<Stats>,
+    /// The same span for the host-only forwards without timestamp queries (`Schedule::host_reps`);
+    /// None when there were none.
+    pub host_unprofiled_encode_submit_us: Option<Stats>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -191,6 +195,7 @@ pub fn summarize(
                 .map(|r| r.host_encode_submit_us + r.host_wait_us)
                 .collect::<Vec<_>>(),
         ),
+        host_unprofiled_encode_submit_us: Stats::of(&m.host_unprofiled_encode_submit_us),
     };
     let mem = memory(plan);
     let med = fwd.gpu_span_us.map(|s| s.median);

@@ -31,7 +31,15 @@ fn chunked_plans_run_and_match() {
                 .collect();
             assert_eq!(qk, [0, 2, 4], "{name}: three chunks");
             let m = runner
-                .execute(&plan, &x, Schedule { warmup: 0, reps: 1 })
+                .execute(
+                    &plan,
+                    &x,
+                    Schedule {
+                        warmup: 0,
+                        reps: 1,
+                        host_reps: 0,
+                    },
+                )
                 .unwrap();
             let sem = variants::find(name).unwrap().fully_masked;
             let v = validate(&p, &x, &m.output, &rows_to_check(&p), sem);

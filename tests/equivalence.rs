@@ -14,7 +14,11 @@ use attn_wgpu::variants;
 use attn_wgpu::Error;
 use rand_core::{RngCore, SeedableRng};
 
-const SCHED: Schedule = Schedule { warmup: 0, reps: 1 };
+const SCHED: Schedule = Schedule {
+    warmup: 0,
+    reps: 1,
+    host_reps: 0,
+};
 
 /// Mask kinds the suite draws from.
 const KINDS: [&str; 6] = [

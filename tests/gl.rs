@@ -40,7 +40,11 @@ fn gl() -> Gpu {
 fn gl_runs_every_variant_that_claims_it() {
     let gpu = gl();
     let mut runner = Runner::new(&gpu).expect("runner");
-    let schedule = Schedule { warmup: 0, reps: 1 };
+    let schedule = Schedule {
+        warmup: 0,
+        reps: 1,
+        host_reps: 0,
+    };
     let mut failures = Vec::new();
     let mut ran = 0;
     for v in VARIANTS {

@@ -1,6 +1,7 @@
 //! The profiling views on the software adapter, through the CLI as users run them: probe,
 //! run --trace (parsed: both lanes, a slice per dispatch), compare on two committed fixtures
-//! (expected cells), sweep (SVGs written), explain (the six answers), and their bad input.
+//! (expected cells), sweep (SVGs written), explain (the six answers), the unprofiled host samples
+//! of `run --host-reps`, and their bad input.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -227,6 +228,70 @@ fn compare_bad_files_exit_2_naming_the_file() {
         &["foreign.json", "not a result file"],
     );
     expect_error(&["compare"], 2, &["FILES"]);
+}
+
+/// `--host-reps K`: K host-only forwards without timestamp queries, their samples in the results
+/// file next to the profiled host figures, their median in the report. No timed assertion: the
+/// host cost is a measurement, not a property of the code.
+#[test]
+fn run_records_unprofiled_host_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    for k in [5u64, 0] {
+        let json_path = dir.path().join(format!("r{k}.json"));
+        let ks = k.to_string();
+        let mut args = vec![
+            "run",
+            "--variant",
+            "tiled",
+            "--warmup",
+            "0",
+            "--reps",
+            "2",
+            "--host-reps",
+            &ks,
+            "--json",
+            json_path.to_str().unwrap(),
+        ];
+        args.extend_from_slice(TINY);
+        let o = ok(&args);
+        let text = out(&o);
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+        assert_eq!(v["timing"]["host_reps"].as_u64(), Some(k));
+        let r = &v["runs"][0];
+        assert_eq!(r["status"], "ok", "{r}");
+        let samples = r["measurement"]["host_unprofiled_encode_submit_us"]
+            .as_array()
+            .expect("host_unprofiled_encode_submit_us array");
+        assert_eq!(samples.len() as u64, k, "{samples:?}");
+        for s in samples {
+            // serde_json writes a non-finite f64 as null, which as_f64 refuses.
+            let us = s.as_f64().expect("a number");
+            assert!(us.is_finite() && us > 0.0, "{us}");
+        }
+        let stats = &r["forward"]["host_unprofiled_encode_submit_us"];
+        // The profiled figures are still there beside them.
+        assert!(
+            r["forward"]["host_encode_submit_us"]["median"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+        if k == 0 {
+            assert!(stats.is_null(), "{stats}");
+            assert!(
+                text.contains("unprofiled median - (--host-reps 0)"),
+                "{text}"
+            );
+        } else {
+            assert_eq!(stats["n"].as_u64(), Some(k));
+            let med = stats["median"].as_f64().unwrap();
+            assert!(med.is_finite() && med > 0.0);
+            assert!(
+                text.contains(&format!("{k} forwards without timestamp queries")),
+                "{text}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -19,7 +19,11 @@ const DIMS: [u32; 4] = [5, 16, 64, 96];
 fn check_variant(variant: &str, expected_dispatches: usize, dims: &[u32]) {
     let gpu = common::gpu();
     let mut runner = Runner::new(gpu).expect("runner");
-    let schedule = Schedule { warmup: 0, reps: 1 };
+    let schedule = Schedule {
+        warmup: 0,
+        reps: 1,
+        host_reps: 0,
+    };
     let mut failures = Vec::new();
     let mut cases = 0;
     for (checks, causal) in [(true, true), (true, false), (false, true), (false, false)] {
@@ -103,7 +107,11 @@ fn every_dispatch_is_timed() {
         &p,
         &x,
         "unfused",
-        Schedule { warmup: 1, reps: 3 },
+        Schedule {
+            warmup: 1,
+            reps: 3,
+            host_reps: 0,
+        },
         false,
     )
     .unwrap();
@@ -134,7 +142,11 @@ fn output_depends_on_inputs() {
     let mut runner = Runner::new(gpu).unwrap();
     let p = Problem::new(1, 1, 33, 16, true, 11);
     let x = Inputs::generate(&p);
-    let sched = Schedule { warmup: 0, reps: 1 };
+    let sched = Schedule {
+        warmup: 0,
+        reps: 1,
+        host_reps: 0,
+    };
     let a = run_variant(gpu, &mut runner, &p, &x, "tiled", sched, false).unwrap();
     let mut y = x.clone();
     y.v.iter_mut().for_each(|v| *v = -*v);

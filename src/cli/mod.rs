@@ -360,6 +360,8 @@ pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
     let schedule = Schedule {
         warmup: a.warmup,
         reps: a.reps,
+        // Not reported here: `run` measures the unprofiled host cost.
+        host_reps: 0,
     };
     let tuned = find_tune(&gpu, a.tune.as_deref())?;
     let mut first = true;
@@ -513,6 +515,8 @@ pub fn cmd_explain(a: ExplainArgs) -> anyhow::Result<u8> {
     let schedule = Schedule {
         warmup: a.warmup,
         reps: a.reps,
+        // Not reported here: `run` measures the unprofiled host cost.
+        host_reps: 0,
     };
     let mut runs = Vec::new();
     let mut walls = Vec::new();

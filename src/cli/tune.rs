@@ -120,6 +120,8 @@ pub fn cmd_tune(a: TuneArgs) -> anyhow::Result<u8> {
     let schedule = Schedule {
         warmup: a.warmup,
         reps: a.reps,
+        // Candidates are ranked by GPU time only.
+        host_reps: 0,
     };
     let runs = tune::run_candidates(&gpu, &mut runner, &p, &x, &a.variant, schedule)?;
     let cands: Vec<tune::Candidate> = runs.iter().map(|(c, r)| tune::candidate(*c, r)).collect();

@@ -22,6 +22,15 @@ use crate::{Error, Result};
 pub struct Schedule {
     pub warmup: u32,
     pub reps: u32,
+    /// Host-only forwards after the recorded ones: the same passes without timestamp queries,
+    /// each submitted and waited for, timed on the host only (`Measurement::host_unprofiled_*`).
+    /// 0 skips them.
+    pub host_reps: u32,
+}
+
+impl Schedule {
+    /// The CLI's default count of unprofiled host-only forwards.
+    pub const DEFAULT_HOST_REPS: u32 = 20;
 }
 
 /// What one forward call cost.
@@ -107,6 +116,11 @@ pub struct Measurement {
     pub warnings: Vec<String>,
     /// Copy of the output to a mappable buffer, map and wait (after the last rep).
     pub readback: HostSpan,
+    /// Host µs per forward of `Schedule::host_reps` unprofiled forwards (after the read-back):
+    /// from creating the encoder to the return of `Queue::submit`, with plain compute passes (no
+    /// timestamp writes, no query resolve). What a production forward costs the CPU, next to
+    /// `ForwardSample::host_encode_submit_us`, which includes the measurement's own queries.
+    pub host_unprofiled_encode_submit_us: Vec<f64>,
 }
 
 /// Composed shader sources live for the whole process (see `variants::compose`), so a source is
@@ -415,7 +429,14 @@ impl<'g> Runner<'g> {
             start_us: (t_rb - self.epoch).as_secs_f64() * 1e6,
             dur_us: t_rb.elapsed().as_secs_f64() * 1e6,
         };
+        // 6. Host-only forwards, after the read-back so that `output` stays the last recorded
+        //    call's (they compute the same thing anyway).
+        let mut host_unprofiled = Vec::with_capacity(schedule.host_reps as usize);
+        for _ in 0..schedule.host_reps {
+            host_unprofiled.push(self.forward_unprofiled(plan, &prepared)?);
+        }
         Ok(Measurement {
+            host_unprofiled_encode_submit_us: host_unprofiled,
             readback,
             cold,
             warmup,
@@ -502,6 +523,32 @@ impl<'g> Runner<'g> {
             host_submit_us: (t1 - t_sub).as_secs_f64() * 1e6,
             gpu_begin_s: begin.is_finite().then_some(begin),
         })
+    }
+
+    /// One forward as production code would record it: the same passes, pipelines and bind groups
+    /// as [`Self::forward`], but no timestamp writes, no profiler and no query resolve. Returns the
+    /// host µs from creating the encoder to the return of `Queue::submit`; then waits for the GPU
+    /// (outside the span), so that every forward starts from an idle queue as the profiled ones do.
+    fn forward_unprofiled(&self, plan: &Plan, prep: &Prepared) -> Result<f64> {
+        let gpu = self.gpu;
+        let t0 = Instant::now();
+        let mut encoder = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        for (i, d) in plan.dispatches.iter().enumerate() {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(&d.name),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&prep.pipelines[i]);
+            pass.set_bind_group(0, &prep.bind_groups[i], &[]);
+            let [x, y, z] = d.workgroups;
+            pass.dispatch_workgroups(x, y, z);
+        }
+        gpu.queue.submit([encoder.finish()]);
+        let t1 = Instant::now();
+        gpu.wait("running an unprofiled forward")?;
+        Ok((t1 - t0).as_secs_f64() * 1e6)
     }
 
     /// Reads the first `bytes` bytes of `src` (the buffer itself is padded to 16 bytes).

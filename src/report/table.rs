@@ -108,9 +108,18 @@ pub fn variant(r: &VariantRun) -> String {
             );
         }
         if let (Some(e), Some(w)) = (f.host_encode_submit_us, f.host_wait_us) {
+            // The same span without timestamp queries (`--host-reps`): what the CPU pays per
+            // forward outside a measurement.
+            let unprofiled = match f.host_unprofiled_encode_submit_us {
+                Some(u) => format!(
+                    "{:.1} µs (p10 {:.1}, p90 {:.1}; {} forwards without timestamp queries)",
+                    u.median, u.p10, u.p90, u.n
+                ),
+                None => "- (--host-reps 0)".into(),
+            };
             let _ = writeln!(
                 s,
-                "Forward host: encode+submit median {:.1} µs, wait median {:.1} µs (CPU lane)",
+                "Forward host: encode+submit profiled median {:.1} µs, unprofiled median {unprofiled}; wait median {:.1} µs (CPU lane)",
                 e.median, w.median
             );
         }
@@ -192,12 +201,13 @@ pub fn summary(runs: &[VariantRun]) -> String {
     let _ = writeln!(s, "\n== summary");
     let _ = writeln!(
         s,
-        "{:<16} {:>10} {:>8} {:>12} {:>9} {:>12} {:>12} {:>8}",
+        "{:<16} {:>10} {:>8} {:>12} {:>9} {:>12} {:>12} {:>12} {:>8}",
         "variant",
         "dispatches",
         "N x N",
         "GPU med µs",
         "vs best",
+        "host med µs",
         "bytes moved",
         "memory",
         "verdict"
@@ -218,14 +228,21 @@ pub fn summary(runs: &[VariantRun]) -> String {
             .as_ref()
             .and_then(|f| f.gpu_span_us)
             .map(|x| x.median);
+        // Host encode + submit per forward without timestamp queries (median).
+        let host = r
+            .forward
+            .as_ref()
+            .and_then(|f| f.host_unprofiled_encode_submit_us)
+            .map(|x| x.median);
         let _ = writeln!(
             s,
-            "{:<16} {:>10} {:>8} {:>12} {:>9} {:>12} {:>12} {:>8}",
+            "{:<16} {:>10} {:>8} {:>12} {:>9} {:>12} {:>12} {:>12} {:>8}",
             r.variant,
             r.predicted_dispatches,
             r.memory.as_ref().map_or(0, |m| m.n_by_n_buffers.len()),
             opt(med, 1),
             med.map_or("-".into(), |m| format!("{:.2}x", m / best)),
+            opt(host, 1),
             r.traffic
                 .as_ref()
                 .map_or("-".into(), |t| bytes(t.reads_bytes + t.writes_bytes)),
