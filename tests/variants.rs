@@ -90,8 +90,8 @@ fn tiled_subgroup_matches_reference() {
     check_variant("tiled-subgroup", 1, &[5, 16, 64]);
 }
 
-/// Timestamps are real: every dispatch of a forward got a positive GPU time, and the forward's
-/// span covers the sum of its dispatches.
+/// Timestamps are real: every dispatch of a forward got a positive GPU time, in plan order, and
+/// the forward's span covers the sum of its dispatches.
 #[test]
 fn every_dispatch_is_timed() {
     let gpu = common::gpu();
@@ -126,6 +126,17 @@ fn every_dispatch_is_timed() {
             .all(|t| t.is_some_and(|t| t > 0.0)));
         let span = rep.gpu_span_us.unwrap();
         assert!(span + 1e-3 >= rep.gpu_sum_us().unwrap());
+        // The runner maps profiler results to dispatches by position: the passes run in plan
+        // order, so their begin timestamps must be too.
+        let begins: Vec<f64> = rep
+            .dispatch_offsets_us
+            .iter()
+            .map(|o| o.unwrap().0)
+            .collect();
+        assert!(
+            begins.windows(2).all(|w| w[0] <= w[1]),
+            "dispatch begins out of plan order: {begins:?}"
+        );
     }
     assert_eq!(r.observed_dispatches, 6);
     assert_eq!(r.dispatches.len(), 6);

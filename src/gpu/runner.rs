@@ -451,13 +451,15 @@ impl<'g> Runner<'g> {
     fn forward(&mut self, plan: &Plan, prep: &Prepared) -> Result<ForwardSample> {
         let gpu = self.gpu;
         let t0 = Instant::now();
+        // No label: wgpu-core would copy it into a new String on every forward.
         let mut encoder = gpu
             .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("forward"),
-            });
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         for (i, d) in plan.dispatches.iter().enumerate() {
-            let query = self.profiler.begin_pass_query(i.to_string(), &mut encoder);
+            // wgpu-profiler stores every query's label as an owned String (`impl Into<String>`):
+            // an empty one allocates nothing. Results come back in the order the queries were
+            // ended (one level, no nesting), which is dispatch order; see below.
+            let query = self.profiler.begin_pass_query("", &mut encoder);
             {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some(&d.name),
@@ -488,11 +490,11 @@ impl<'g> Runner<'g> {
             .profiler
             .process_finished_frame(gpu.queue.get_timestamp_period())
         {
-            for r in results {
-                if let (Ok(i), Some(t)) = (r.label.parse::<usize>(), r.time) {
-                    if i < n {
-                        ranges[i] = Some((t.start, t.end));
-                    }
+            // One top-level result per `end_query`, in call order: the i-th is dispatch i. A
+            // count that does not match leaves every dispatch without a time rather than guess.
+            if results.len() == n {
+                for (slot, r) in ranges.iter_mut().zip(results) {
+                    *slot = r.time.map(|t| (t.start, t.end));
                 }
             }
         }
