@@ -40,6 +40,41 @@ Inputs are uniform in [-1, 1), drawn in float32 from a CPU torch.Generator
 seeded by ``--seed`` (q, then k, then v) and then cast to the dtype, or loaded
 from ``--inputs DIR`` (q.npy, k.npy, v.npy; float32 or float16, [B, H, N, D]).
 
+Masks (``--inputs DIR`` with a mask.npy)
+---------------------------------------
+``attn-wgpu run --save-inputs DIR`` writes mask.npy when its run had a mask
+(``--mask`` and/or ``--key-padding``): the normalized additive float32 bias
+attn-wgpu's kernels add to the scaled scores, shape [Bm, Hm, N, N] with Bm in
+{1, B} and Hm in {1, H}: 0 where a key takes part, -inf where it is blocked, a
+float mask's own values otherwise.  Causal is *not* in that file (attn-wgpu
+tests it by index): pass ``--causal`` / ``--no-causal`` as the attn-wgpu run
+did.  When DIR holds a mask.npy this script reads it with attn-wgpu's
+conventions (``load_npy_mask``):
+
+* float32: an additive bias (-inf blocks; NaN and +inf are refused);
+* bool: read by ``--mask-convention``: ``sdpa`` (default) True = takes part,
+  ``mha`` True = blocked (nn.MultiheadAttention / masked_fill);
+* shape [N, N] or [1 or B, 1 or H, N, N].
+
+It is combined with causal as their intersection (a key takes part only if
+both allow it) and applied to every variant and to the float64 reference:
+
+* a mask that only blocks (every bias value 0 or -inf, e.g. a bool mask or key
+  padding) is one bool tensor ``blocked = (bias == -inf) | causal``:
+  ``naive`` / ``naive-inplace`` do ``masked_fill(blocked, -inf)`` (one fill,
+  as without a mask), the SDPA variants get ``attn_mask = ~blocked`` (bool,
+  True = takes part) and ``is_causal=False``;
+* any other float mask is cast to the run's dtype (SDPA wants attn_mask in the
+  query's dtype; the reference uses the cast values) and added: ``naive*``
+  add it to the scaled scores before the causal ``masked_fill``, SDPA gets it
+  as a float ``attn_mask`` with -inf above the diagonal when causal.
+
+A backend that refuses a mask (flash takes no attn_mask) is recorded as
+"unsupported" with PyTorch's reason, like any other refusal.  A row in which
+no key takes part ("fully masked") returns NaN in ``naive*`` (plain softmax,
+0/0) and 0 in the SDPA variants (PyTorch >= 2.5); validation expects exactly
+that per variant (``runs[].fully_masked_rows``: ``nan`` or ``zero``).
+
 TF32 is switched off for cuBLAS and cuDNN so that f32 results are true f32.
 
 How to run
@@ -119,6 +154,21 @@ REASON_CHARS = 500  # exception messages are cut to this many characters
 MAX_CAPTURED_WARNINGS = 20  # per variant, warnings copied into the report
 
 DEFAULTS = {"batch": 8, "heads": 16, "seq": 1024, "head_dim": 64}
+
+# How a bool mask.npy is read (attn-wgpu's --mask-convention): sdpa = True takes
+# part (SDPA's bool attn_mask), mha = True is blocked (masked_fill's mask).
+MASK_CONVENTIONS = ("sdpa", "mha")
+
+# What each variant returns for a row in which no key takes part: a plain
+# softmax divides 0 by 0; SDPA zeroes such rows (_safe_softmax, PyTorch 2.5).
+FULLY_MASKED = {
+    "naive": "nan",
+    "naive-inplace": "nan",
+    "math": "zero",
+    "flash": "zero",
+    "efficient": "zero",
+    "cudnn": "zero",
+}
 
 
 def torch_dtype(name):
@@ -284,7 +334,19 @@ def parse_args(argv):
         "named torch_B8_H16_N1024_D64_f16_causal.json",
     )
     p.add_argument(
-        "--inputs", default=None, help="directory with q.npy, k.npy, v.npy ([B,H,N,D])"
+        "--inputs",
+        default=None,
+        help="directory with q.npy, k.npy, v.npy ([B,H,N,D]), e.g. from attn-wgpu run "
+        "--save-inputs; a mask.npy there (float32 additive bias, or bool read by "
+        "--mask-convention; [N,N] or [1|B,1|H,N,N]) is applied to every variant and the "
+        "reference, intersected with causal (pass --no-causal if the attn-wgpu run was)",
+    )
+    p.add_argument(
+        "--mask-convention",
+        choices=MASK_CONVENTIONS,
+        default="sdpa",
+        help="how a bool mask.npy is read: sdpa (default) True = takes part, "
+        "mha True = blocked (attn-wgpu's --mask-convention)",
     )
     p.add_argument(
         "--device",
@@ -434,6 +496,82 @@ def load_npy_inputs(directory):
     return arrays
 
 
+def load_npy_mask(path, shape, convention="sdpa"):
+    """Read a mask .npy as the additive float32 bias attn-wgpu's kernels see.
+
+    `shape` is q's [B, H, N, D].  Accepts what ``attn-wgpu run --mask`` accepts
+    (bool or float32; [N, N] or [B, 1 or H, N, N]) and what ``--save-inputs``
+    writes (float32 [1 or B, 1 or H, N, N]).  A bool mask is read by
+    `convention` (sdpa: True = takes part; mha: True = blocked).  A float mask
+    is additive and must not hold NaN or +inf.
+
+    Returns float32 [Bm, Hm, N, N] (Bm in {1, B}, Hm in {1, H}): 0 where a key
+    takes part, -inf where it is blocked, a float mask's own values otherwise.
+    Raises ValueError naming the file and the bad value.
+    """
+    if convention not in MASK_CONVENTIONS:
+        raise ValueError(f"mask convention {convention!r}: expected one of {', '.join(MASK_CONVENTIONS)}")
+    B, H, N = int(shape[0]), int(shape[1]), int(shape[2])
+    a = np.load(path, allow_pickle=False)
+    if a.dtype != np.bool_ and a.dtype != np.float32:
+        raise ValueError(f"{path}: mask dtype {a.dtype}, expected bool or float32")
+    given = tuple(a.shape)
+    if a.ndim == 2:
+        a = a[None, None]
+    if (
+        a.ndim != 4
+        or a.shape[2:] != (N, N)
+        or a.shape[0] not in (1, B)
+        or a.shape[1] not in (1, H)
+    ):
+        raise ValueError(
+            f"{path}: mask shape {list(given)}, expected [{N}, {N}] or "
+            f"[1 or {B}, 1 or {H}, {N}, {N}] (q/k/v are [B={B}, H={H}, N={N}, D])"
+        )
+    if a.dtype == np.bool_:
+        takes_part = a if convention == "sdpa" else ~a
+        bias = np.where(takes_part, np.float32(0.0), np.float32(-np.inf))
+    else:
+        bad = np.isnan(a) | (a == np.inf)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"{path}: a float mask is added to the scores and must not hold NaN or +inf "
+                f"(element {i} is {a.reshape(-1)[i]})"
+            )
+        bias = a
+    return np.ascontiguousarray(bias, dtype=np.float32)
+
+
+def mask_only_blocks(bias):
+    """True when every bias value is 0 or -inf: the mask is a bool mask exactly."""
+    return bool(np.all((bias == 0.0) | (bias == -np.inf)))
+
+
+def blocked_keys(bias, causal):
+    """[Bm, Hm, N, N] bool, True = blocked (masked_fill's convention): the
+    bias's -inf entries, and the keys above the diagonal when causal (a key
+    takes part only if the mask and causal both allow it)."""
+    blocked = bias == -np.inf
+    if causal:
+        blocked = blocked | causal_blocked(bias.shape[-1])
+    return blocked
+
+
+def causal_blocked(n):
+    """[N, N] bool, True above the diagonal: SDPA's is_causal (top-left)."""
+    return np.triu(np.ones((n, n), dtype=bool), k=1)
+
+
+def fully_masked_rows(bias, causal, B, H, N):
+    """[B, H, N] bool: rows in which no key takes part (bias None: causal only,
+    and a causal row always keeps key 0, so none)."""
+    if bias is None:
+        return np.zeros((B, H, N), dtype=bool)
+    full = blocked_keys(bias, causal).all(axis=-1)  # [Bm, Hm, N]
+    return np.broadcast_to(full, (B, H, N))
+
+
 def make_inputs(shape, seed, dtype, host_inputs):
     """q, k, v on the CPU, already cast (rounded) to dtype.
 
@@ -452,8 +590,10 @@ def make_inputs(shape, seed, dtype, host_inputs):
     return [t.to(dtype).contiguous() for t in tensors]
 
 
-def select_rows(B, H, N, seed):
-    """Seeded random (b, h, i) rows, plus rows 0 and N-1 of (b, h) = (0, 0).
+def select_rows(B, H, N, seed, extra=()):
+    """Seeded random (b, h, i) rows, plus rows 0 and N-1 of (b, h) = (0, 0) and
+    the flat row indices `extra` (e.g. a fully-masked row, so that what a
+    variant returns there is always checked).
 
     Returns an int64 array of shape [R, 3], sorted by (b, h, i).
     """
@@ -462,6 +602,7 @@ def select_rows(B, H, N, seed):
     count = min(MAX_RANDOM_ROWS, total)
     flat = set(int(x) for x in rng.choice(total, size=count, replace=False))
     flat.update({0, N - 1})  # flat index of (0, 0, i) is i
+    flat.update(int(x) for x in extra)
     flat = np.array(sorted(flat), dtype=np.int64)
     b = flat // (H * N)
     h = (flat // N) % H
@@ -469,52 +610,95 @@ def select_rows(B, H, N, seed):
     return np.stack([b, h, i], axis=1)
 
 
-def reference_rows(q, k, v, rows, scale, causal):
-    """float64 attention output for the selected rows, shape [R, D].
+def reference_rows(q, k, v, rows, scale, causal, bias=None):
+    """float64 attention output for the selected rows: (ref [R, D], full [R]).
 
-    q, k, v are the rounded CPU tensors (any float dtype); they are upcast
-    exactly to float64.  Causal: key j is allowed iff j <= i (top-left
-    aligned, as SDPA's is_causal with N_q == N_k).
+    q, k, v are float32 numpy arrays [B, H, N, D] holding the rounded values
+    the variants see (f16/bf16 are exact in float32); they are upcast exactly
+    to float64.  `bias` is None or the additive float32 mask [Bm, Hm, N, N]
+    (see load_npy_mask; for a float mask, already rounded to the run's dtype),
+    added to the scaled scores.  Causal: key j is allowed iff j <= i (top-left
+    aligned, as SDPA's is_causal with N_q == N_k), intersected with the mask.
+
+    `full` marks fully-masked rows (no key takes part); their `ref` row is NaN
+    and check_rows decides what a variant must return there.
     """
-    N, D = q.shape[2], q.shape[3]
+    H, N, D = q.shape[1], q.shape[2], q.shape[3]
     ref = np.empty((rows.shape[0], D), dtype=np.float64)
+    full = np.zeros(rows.shape[0], dtype=bool)
     # Group rows by (b, h) so K and V are converted once per head.
-    keys = rows[:, 0] * q.shape[1] + rows[:, 1]
+    keys = rows[:, 0] * H + rows[:, 1]
     for key in np.unique(keys):
         sel = np.nonzero(keys == key)[0]
         b, h = int(rows[sel[0], 0]), int(rows[sel[0], 1])
         i_idx = rows[sel, 2]
-        K = k[b, h].float().numpy().astype(np.float64)  # [N, D]
-        V = v[b, h].float().numpy().astype(np.float64)  # [N, D]
-        Q = q[b, h][torch.from_numpy(i_idx)].float().numpy().astype(np.float64)  # [r, D]
+        K = np.asarray(k[b, h], dtype=np.float64)  # [N, D]
+        V = np.asarray(v[b, h], dtype=np.float64)  # [N, D]
+        Q = np.asarray(q[b, h][i_idx], dtype=np.float64)  # [r, D]
         s = (Q @ K.T) * float(scale)  # [r, N]
+        if bias is not None:
+            bb = b if bias.shape[0] > 1 else 0
+            hh = h if bias.shape[1] > 1 else 0
+            s = s + bias[bb, hh][i_idx].astype(np.float64)
         if causal:
             blocked = np.arange(N)[None, :] > i_idx[:, None]
             s = np.where(blocked, -np.inf, s)
-        s = s - s.max(axis=1, keepdims=True)
-        e = np.exp(s)
-        p = e / e.sum(axis=1, keepdims=True)
-        ref[sel] = p @ V
-    return ref
+        m = s.max(axis=1, keepdims=True)
+        none = m[:, 0] == -np.inf  # no key takes part
+        m[none] = 0.0
+        e = np.exp(s - m)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = e / e.sum(axis=1, keepdims=True)
+        o = p @ V
+        o[none] = np.nan
+        ref[sel] = o
+        full[sel] = none
+    return ref, full
 
 
-def validate(out, rows, rows_dev, ref, tol, rows_total):
-    """Compare the checked rows of `out` with the float64 reference.
+def check_rows(got, ref, full, semantics, tol):
+    """Compare gathered output rows `got` [R, D] with the reference.
 
-    nan_count / inf_count are counted over the whole output tensor; the
-    error statistics over the checked rows.  Non-finite outputs always fail.
+    `ref`/`full` come from reference_rows.  A fully-masked row must be all 0
+    (semantics "zero") or all NaN ("nan"); elsewhere an element passes when
+    finite and |got - ref| <= atol + rtol * |ref|.  Returns (passed [R, D],
+    err [R, D], rel [R, D], expected [R, D]).
     """
     atol, rtol = tol["atol"], tol["rtol"]
-    nan_count = int(torch.isnan(out).sum().item())
-    inf_count = int(torch.isinf(out).sum().item())
-    got = out[rows_dev[0], rows_dev[1], rows_dev[2]].float().cpu().numpy().astype(np.float64)
+    full2 = np.broadcast_to(np.asarray(full, dtype=bool)[:, None], ref.shape)
+    expect = np.where(full2, 0.0 if semantics == "zero" else np.nan, ref)
     finite = np.isfinite(got)
     with np.errstate(invalid="ignore"):
-        err = np.where(finite, np.abs(got - ref), np.inf)
-        passed = finite & (err <= atol + rtol * np.abs(ref))
-        rel = err / np.maximum(np.abs(ref), REL_ERR_FLOOR)
+        err = np.where(finite, np.abs(got - expect), np.inf)
+        passed = finite & (err <= atol + rtol * np.abs(expect))
+        if semantics == "nan":
+            hit = np.isnan(got)
+            err = np.where(full2, np.where(hit, 0.0, np.inf), err)
+            passed = np.where(full2, hit, passed)
+        rel = err / np.maximum(np.abs(np.where(full2, 0.0, expect)), REL_ERR_FLOOR)
+    return passed, err, rel, expect
+
+
+def validate(out, rows, rows_dev, ref, full, full_dev, semantics, tol, rows_total):
+    """Compare the checked rows of `out` with the float64 reference.
+
+    nan_count / inf_count are counted over the whole output tensor; NaN is
+    expected only in fully-masked rows of a "nan" variant (`full_dev`: [B, H, N]
+    bool on the device, or None when no row is fully masked), anything else
+    non-finite fails.  The error statistics are over the checked rows.
+    """
+    atol, rtol = tol["atol"], tol["rtol"]
+    nan = torch.isnan(out)
+    nan_count = int(nan.sum().item())
+    if semantics == "nan" and full_dev is not None:
+        unexpected_nan = int((nan & ~full_dev[..., None]).sum().item())
+    else:
+        unexpected_nan = nan_count
+    inf_count = int(torch.isinf(out).sum().item())
+    got = out[rows_dev[0], rows_dev[1], rows_dev[2]].float().cpu().numpy().astype(np.float64)
+    passed, err, rel, expect = check_rows(got, ref, full, semantics, tol)
     r, d = np.unravel_index(int(np.argmax(err)), err.shape)
-    ok = bool(passed.all()) and nan_count == 0 and inf_count == 0
+    ok = bool(passed.all()) and unexpected_nan == 0 and inf_count == 0
     return {
         "verdict": "PASS" if ok else "FAIL",
         "max_abs_err": float(err.max()),
@@ -525,12 +709,16 @@ def validate(out, rows, rows_dev, ref, tol, rows_total):
             "i": int(rows[r, 2]),
             "d": int(d),
             "gpu": float(got[r, d]),
-            "ref": float(ref[r, d]),
+            "ref": float(expect[r, d]),
         },
         "nan_count": nan_count,
+        "unexpected_nan_count": unexpected_nan,
         "inf_count": inf_count,
         "rows_checked": int(rows.shape[0]),
         "rows_total": int(rows_total),
+        "fully_masked_rows_checked": int(np.count_nonzero(full)),
+        "fully_masked_rows_total": None if full_dev is None else int(full_dev.sum().item()),
+        "fully_masked_expected": semantics,
         "atol": atol,
         "rtol": rtol,
     }
@@ -541,16 +729,57 @@ def validate(out, rows, rows_dev, ref, tol, rows_total):
 # ---------------------------------------------------------------------------
 
 
-def make_forward(variant, q, k, v, mask, scale, causal):
-    """Return a zero-argument callable that runs one forward of `variant`."""
+def build_masks(bias, causal, N, dtype, device):
+    """The mask tensors of every variant, built once outside any timed region.
+
+    Returns (masks, ref_bias): `masks` has "fill" (bool, True = blocked, for
+    the naive variants' masked_fill, or None), "add" (a float bias in the run's
+    dtype that the naive variants add first, or None), "attn_mask" and
+    "is_causal" (SDPA's arguments) and "kind" (None, "blocking" or
+    "additive"); `ref_bias` is the bias the reference must use (None, or
+    float32 holding the values the variants see).  See the module docstring.
+    """
+    tri = None
+    if causal:
+        tri = torch.triu(torch.ones(N, N, dtype=torch.bool, device=device), diagonal=1)
+    if bias is None:
+        masks = {"fill": tri, "add": None, "attn_mask": None, "is_causal": causal, "kind": None}
+        return masks, None
+    if mask_only_blocks(bias):
+        # 0 / -inf only: exactly a bool mask, the same in every dtype.
+        blocked = torch.from_numpy(np.ascontiguousarray(blocked_keys(bias, causal))).to(device)
+        masks = {
+            "fill": blocked,
+            "add": None,
+            "attn_mask": ~blocked,  # SDPA's bool attn_mask: True = takes part
+            "is_causal": False,  # SDPA refuses attn_mask together with is_causal
+            "kind": "blocking",
+        }
+        return masks, bias
+    add_cpu = torch.from_numpy(bias).to(dtype)  # SDPA wants attn_mask in q's dtype
+    ref_bias = np.ascontiguousarray(add_cpu.float().numpy())
+    add = add_cpu.to(device)
+    attn_mask = add.masked_fill(tri, float("-inf")) if causal else add
+    masks = {"fill": tri, "add": add, "attn_mask": attn_mask, "is_causal": False, "kind": "additive"}
+    return masks, ref_bias
+
+
+def make_forward(variant, q, k, v, masks, scale):
+    """Return a zero-argument callable that runs one forward of `variant`.
+
+    `masks` comes from build_masks.
+    """
     neg_inf = float("-inf")
+    fill, add = masks["fill"], masks["add"]
     if variant == "naive":
 
         def forward():
             scores = q @ k.transpose(-2, -1)
             scores = scores * scale
-            if mask is not None:
-                scores = scores.masked_fill(mask, neg_inf)
+            if add is not None:
+                scores = scores + add
+            if fill is not None:
+                scores = scores.masked_fill(fill, neg_inf)
             p = torch.softmax(scores, dim=-1)
             return p @ v
 
@@ -559,15 +788,20 @@ def make_forward(variant, q, k, v, mask, scale, causal):
         def forward():
             scores = q @ k.transpose(-2, -1)
             scores = scores * scale
-            if mask is not None:
-                scores.masked_fill_(mask, neg_inf)
+            if add is not None:
+                scores.add_(add)
+            if fill is not None:
+                scores.masked_fill_(fill, neg_inf)
             p = torch.softmax(scores, dim=-1)
             return p @ v
 
     else:
+        attn_mask, is_causal = masks["attn_mask"], masks["is_causal"]
 
         def forward():
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale
+            )
 
     return forward
 
@@ -686,7 +920,7 @@ def profile_forward(forward, is_cuda):
     return as_list(kernels), launches, as_list(copies), warning
 
 
-def measure(run, forward, is_cuda, args, rows, rows_dev, ref, tol, rows_total, captured):
+def measure(run, forward, is_cuda, args, check, captured):
     """Time, measure memory, validate and profile one variant (fills `run`)."""
     sync = torch.cuda.synchronize if is_cuda else (lambda: None)
 
@@ -754,7 +988,17 @@ def measure(run, forward, is_cuda, args, rows, rows_dev, ref, tol, rows_total, c
         "output_bytes": out.numel() * out.element_size(),
     }
     run["phase"] = "validation"
-    run["validation"] = validate(out, rows, rows_dev, ref, tol, rows_total)
+    run["validation"] = validate(
+        out,
+        check["rows"],
+        check["rows_dev"],
+        check["ref"],
+        check["full"],
+        check["full_dev"],
+        FULLY_MASKED[run["variant"]],
+        check["tol"],
+        check["rows_total"],
+    )
     out = None
     run["phase"] = "profile"
 
@@ -768,8 +1012,12 @@ def measure(run, forward, is_cuda, args, rows, rows_dev, ref, tol, rows_total, c
         run["dispatches"], run["kernels_per_forward"], run["copies"] = [], None, []
 
 
-def run_variant(variant, forward, is_cuda, args, rows, rows_dev, ref, tol, rows_total, inputs_bytes):
-    """Run one variant and return its result dict (never raises on torch errors)."""
+def run_variant(variant, forward, is_cuda, args, check, inputs_bytes, mask_note=None):
+    """Run one variant and return its result dict (never raises on torch errors).
+
+    `check` holds what validate needs (rows, reference, tolerances);
+    `mask_note` says which mask the run passes, added to a refusal's reason.
+    """
     run = {
         "variant": variant,
         "backend": "pytorch",
@@ -781,6 +1029,7 @@ def run_variant(variant, forward, is_cuda, args, rows, rows_dev, ref, tol, rows_
         "forward": None,
         "memory": {"peak_allocated_bytes": None, "inputs_bytes": inputs_bytes, "output_bytes": None},
         "validation": None,
+        "fully_masked_rows": FULLY_MASKED[variant],
         "phase": "cold",  # internal: where a failure happened
         "_warnings": [],  # internal: moved to the report's warnings list
     }
@@ -792,7 +1041,7 @@ def run_variant(variant, forward, is_cuda, args, rows, rows_dev, ref, tol, rows_
         failure = None
         try:
             with kernel_context(variant):
-                measure(run, forward, is_cuda, args, rows, rows_dev, ref, tol, rows_total, captured)
+                measure(run, forward, is_cuda, args, check, captured)
         except Exception as e:  # noqa: BLE001
             message = f"{type(e).__name__}: {e}" if not isinstance(e, RuntimeError) else str(e)
             if is_oom(e):
@@ -801,6 +1050,8 @@ def run_variant(variant, forward, is_cuda, args, rows, rows_dev, ref, tol, rows_
                 # PyTorch's message is only "No available kernel. Aborting
                 # execution."; the reason is in the warnings SDPA printed.
                 why = explanatory_warnings(captured)
+                if mask_note:
+                    why.append(mask_note)
                 failure = ("unsupported", message + (" -- " + " | ".join(why) if why else ""))
             else:
                 failure = ("error", f"{run['phase']}: {message}")
@@ -829,26 +1080,58 @@ def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_c
     tol = TOLERANCES[dtype_name]
     report_warnings = list(top_warnings)
 
+    # Masks (causal, and mask.npy from --inputs), built once outside any timed
+    # region; ref_bias holds the mask values the variants see.
+    bias = host_inputs.get("mask") if host_inputs is not None else None
+    masks, ref_bias = build_masks(bias, causal, N, dtype, device)
+    full_rows = fully_masked_rows(ref_bias, causal, B, H, N)  # [B, H, N]
+    full_flat = np.flatnonzero(full_rows)
+
     # Inputs: rounded to dtype on the CPU; the reference uses exactly these.
     q_c, k_c, v_c = make_inputs(shape, args.seed, dtype, host_inputs)
-    rows = select_rows(B, H, N, args.seed)
-    ref = reference_rows(q_c, k_c, v_c, rows, scale, causal)
+    rows = select_rows(B, H, N, args.seed, extra=full_flat[:1])
+    ref, ref_full = reference_rows(
+        *(t.float().numpy() for t in (q_c, k_c, v_c)), rows, scale, causal, ref_bias
+    )
     q, k, v = (t.to(device) for t in (q_c, k_c, v_c))
     del q_c, k_c, v_c
-    rows_dev = [torch.from_numpy(np.ascontiguousarray(rows[:, j])).to(device) for j in range(3)]
+    check = {
+        "rows": rows,
+        "rows_dev": [
+            torch.from_numpy(np.ascontiguousarray(rows[:, j])).to(device) for j in range(3)
+        ],
+        "ref": ref,
+        "full": ref_full,
+        "full_dev": (
+            torch.from_numpy(np.array(full_rows, dtype=bool)).to(device) if full_flat.size else None
+        ),
+        "tol": tol,
+        "rows_total": B * H * N,
+    }
     inputs_bytes = sum(t.numel() * t.element_size() for t in (q, k, v))
-
-    # Causal mask for the naive variants, built once outside any timed region.
-    mask = torch.triu(torch.ones(N, N, dtype=torch.bool, device=device), diagonal=1) if causal else None
+    mask_info = None
+    mask_note = None
+    if bias is not None:
+        mask_info = dict(host_inputs.get("mask_info") or {})
+        mask_info.update(
+            {
+                "normalized_shape": list(bias.shape),
+                "kind": masks["kind"],
+                "combined_with_causal": causal,
+                "fully_masked_rows": int(full_flat.size),
+            }
+        )
+        mask_note = (
+            f"this run passes attn_mask ({masks['kind']} mask from "
+            f"{mask_info.get('file', 'mask.npy')}{', intersected with causal' if causal else ''})"
+        )
     if is_cuda:
         torch.cuda.synchronize()
 
     runs = []
     for variant in args.variant_list:
-        forward = make_forward(variant, q, k, v, mask, scale, causal)
-        run = run_variant(
-            variant, forward, is_cuda, args, rows, rows_dev, ref, tol, B * H * N, inputs_bytes
-        )
+        forward = make_forward(variant, q, k, v, masks, scale)
+        run = run_variant(variant, forward, is_cuda, args, check, inputs_bytes, mask_note)
         del forward
         free_device_memory(is_cuda)
         for w in run.pop("_warnings"):
@@ -856,7 +1139,7 @@ def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_c
         run.pop("phase")
         runs.append(run)
 
-    del q, k, v, mask, rows_dev
+    del q, k, v, masks, check
     free_device_memory(is_cuda)
 
     config = dict(precision_cfg)
@@ -873,7 +1156,27 @@ def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_c
                 if args.inputs
                 else "torch.Generator(cpu).manual_seed(seed); q,k,v uniform [-1,1) float32, cast to dtype"
             ),
-            "naive_mask": "torch.triu(ones(N,N,bool), diagonal=1), True = blocked" if causal else None,
+            "naive_mask": {
+                None: "torch.triu(ones(N,N,bool), diagonal=1), True = blocked" if causal else None,
+                "blocking": "masked_fill with (mask.npy == -inf)"
+                + (" | triu(ones(N,N,bool), diagonal=1)" if causal else "")
+                + ", True = blocked",
+                "additive": "scores + mask.npy (cast to dtype)"
+                + (", then masked_fill with triu(ones(N,N,bool), diagonal=1)" if causal else ""),
+            }[mask_info["kind"] if mask_info else None],
+            "sdpa_mask": (
+                ("is_causal=True" if causal else None)
+                if mask_info is None
+                else (
+                    "attn_mask = ~(mask.npy == -inf"
+                    + (" | causal" if causal else "")
+                    + ") (bool, True = takes part), is_causal=False"
+                    if mask_info["kind"] == "blocking"
+                    else "attn_mask = mask.npy cast to dtype"
+                    + (", -inf above the diagonal" if causal else "")
+                    + ", is_causal=False"
+                )
+            ),
             "sdpa_api": "torch.nn.attention.sdpa_kernel",
             "tolerances": TOLERANCES,
             "validation_rows": (
@@ -899,6 +1202,7 @@ def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_c
             "causal": causal,
             "scale": float(scale),
             "dtype": dtype_name,
+            "mask": mask_info,
         },
         "timing": {"warmup": args.warmup, "reps": args.reps},
         "config": config,
@@ -973,6 +1277,17 @@ def main(argv=None):
     if args.inputs:
         try:
             host_inputs = load_npy_inputs(args.inputs)
+            mask_path = os.path.join(args.inputs, "mask.npy")
+            if os.path.exists(mask_path):
+                host_inputs["mask"] = load_npy_mask(
+                    mask_path, host_inputs["q"].shape, args.mask_convention
+                )
+                file_dtype = np.load(mask_path, mmap_mode="r", allow_pickle=False).dtype
+                host_inputs["mask_info"] = {
+                    "file": os.path.abspath(mask_path),
+                    "file_dtype": str(file_dtype),
+                    "convention": args.mask_convention if file_dtype == np.bool_ else None,
+                }
         except (OSError, ValueError) as e:
             print(f"error: --inputs {args.inputs}: {e}", file=sys.stderr)
             return 1

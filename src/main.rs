@@ -15,7 +15,7 @@ use attn_wgpu::gpu::{AdapterSelection, Gpu};
 use attn_wgpu::mask::normalize;
 use attn_wgpu::npy;
 use attn_wgpu::problem::{Convention, DType, Inputs, Problem};
-use attn_wgpu::report::{json, table};
+use attn_wgpu::report::{json, roofline, table};
 use attn_wgpu::run::{run_variant, VariantRun};
 use attn_wgpu::{variants, Error};
 
@@ -501,6 +501,10 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         print!("{}", table::summary(&runs));
     }
     cli::print_roofline(&probe, &runs, p.dtype.name());
+    let roofline_source = probe.as_ref().map(|(f, path)| {
+        roofline::annotate(f, &mut runs, p.dtype.name());
+        roofline::source(f, path, &attn_wgpu::probe::key(&gpu.report), p.dtype.name())
+    });
     if let Some(t) = &a.trace {
         cli::write_trace(t, &gpu, &runner, &runs)?;
     }
@@ -527,6 +531,7 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             device_setup_ms: gpu.setup_ms,
             auto: auto_choice.as_ref(),
             runs: &runs,
+            roofline: roofline_source,
             warnings,
         };
         json::write_atomic(path, &file)?;

@@ -32,6 +32,10 @@ pub struct DispatchRow {
     pub achieved_gflops: Option<f64>,
     /// Raw per-rep GPU µs of this row.
     pub samples_us: Vec<Option<f64>>,
+    /// Where this dispatch sits under the probed roofline (`run` with a probe file; the probe is
+    /// named by the results file's top-level `roofline`). None without a probe, or when the plan
+    /// estimates neither bytes nor FLOPs for it.
+    pub roofline: Option<crate::probe::RooflinePoint>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -150,6 +154,7 @@ pub fn summarize(
                     achieved_gbps: None,
                     achieved_gflops: None,
                     samples_us: vec![None; m.reps.len()],
+                    roofline: None,
                 });
                 rows.len() - 1
             }

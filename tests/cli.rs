@@ -183,3 +183,85 @@ fn adapters_lists_features_and_limits() {
         );
     }
 }
+
+#[test]
+fn sweep_tile_is_parsed_like_run_and_applied_at_every_n() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("sweep");
+    let out_dir = d.to_str().unwrap();
+    let sweep = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "sweep",
+            "--seq",
+            "16,32",
+            "--heads",
+            "1",
+            "--head-dim",
+            "16",
+            "--warmup",
+            "0",
+            "--reps",
+            "1",
+            "--out-dir",
+            out_dir,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let check = |extra: &[&str], code: i32, needles: &[&str]| {
+        let a = sweep(extra);
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        expect_error(&refs, code, needles);
+    };
+    // The same parsing and messages as `run --tile` (exit 2), a tile that does not fit this
+    // adapter (exit 4, as `run --variant tiled`), and --tile without `tiled` in the sweep.
+    check(
+        &["--tile", "bogus"],
+        2,
+        &["--tile `bogus` is unknown", "row:BR"],
+    );
+    check(&["--tile", "row:0"], 2, &["row:0", "at least 1"]);
+    check(
+        &["--tile", "row:x"],
+        2,
+        &["row:x", "not a positive integer"],
+    );
+    check(
+        &["--tile", "row:3000"],
+        4,
+        &["row:3000", "does not fit", "workgroup storage"],
+    );
+    check(
+        &["--variants", "unfused", "--tile", "rt"],
+        2,
+        &["--tile", "unfused"],
+    );
+
+    // A valid forced tile reaches every N (the default on this adapter would be `rt`).
+    let a = sweep(&["--variants", "unfused,tiled", "--tile", "row:16"]);
+    let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+    let o = run(&refs);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("sweep.json")).unwrap()).unwrap();
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4);
+    for p in points {
+        assert_eq!(p["verdict"], "PASS", "{p}");
+        if p["variant"] == "tiled" {
+            assert_eq!(p["tile"]["choice"], "row:16", "{p}");
+            assert_eq!(p["tile"]["source"], "--tile", "{p}");
+        } else {
+            assert!(p["tile"].is_null(), "{p}");
+        }
+    }
+    let seqs: Vec<u64> = points
+        .iter()
+        .filter(|p| p["variant"] == "tiled")
+        .map(|p| p["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [16, 32]);
+}

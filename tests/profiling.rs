@@ -121,7 +121,7 @@ fn trace_has_both_lanes_and_a_slice_per_dispatch() {
     let per_forward = per_forward as usize;
     assert!(
         per_forward > 6 + 5,
-        "unfused, unfused-inplace and tiled at least"
+        "6 + 5 + 1: unfused, unfused-inplace and tiled at least"
     );
     assert_eq!(cats("dispatch,cold"), per_forward);
     assert_eq!(cats("dispatch,warmup"), per_forward);
@@ -327,6 +327,128 @@ fn probe_then_run_shows_the_roofline() {
         &["/no/such/probe.json"],
     );
     expect_error(&["probe", "--size-mib", "0"], 2, &["--size-mib"]);
+}
+
+#[test]
+fn run_json_records_the_roofline() {
+    // A hand-written probe of another adapter (10 GB/s, 100 GFLOP/s): used with a warning, and
+    // the results file says so.
+    let dir = tempfile::tempdir().unwrap();
+    let probe = fixture("probe_small.json");
+    let json_path = dir.path().join("r.json");
+    let mut args = vec![
+        "run",
+        "--variant",
+        "all",
+        "--warmup",
+        "0",
+        "--reps",
+        "2",
+        "--probe",
+        &probe,
+        "--json",
+        json_path.to_str().unwrap(),
+    ];
+    args.extend_from_slice(TINY);
+    let o = ok(&args);
+    assert!(
+        err(&o).contains("was measured on `Fixture GPU"),
+        "{}",
+        err(&o)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let src = &v["roofline"];
+    assert_eq!(src["probe_file"], probe.as_str());
+    assert_eq!(src["probe_key"], "Fixture GPU | vulkan | fixture driver");
+    assert_eq!(src["key_matches"], false);
+    assert!(src["adapter_key"].as_str().unwrap().contains(" | "));
+    assert_eq!(src["bandwidth_gbps"], 10.0);
+    assert_eq!(src["peak_gflops"], 100.0);
+    assert_eq!(src["peak_fma"], "f32");
+    assert_eq!(src["ridge_flop_per_byte"], 10.0);
+    let mut points = 0;
+    for r in v["runs"].as_array().unwrap() {
+        if r["status"] != "ok" {
+            continue;
+        }
+        for d in r["dispatches"].as_array().unwrap() {
+            let what = format!("{} / {}", r["variant"], d["name"]);
+            let pt = &d["roofline"];
+            let bytes = d["reads_bytes"].as_u64().unwrap() + d["writes_bytes"].as_u64().unwrap();
+            let flops = d["flops"].as_u64().unwrap();
+            if bytes == 0 && flops == 0 {
+                assert!(pt.is_null(), "{what}: nothing estimated, no point: {pt}");
+                continue;
+            }
+            points += 1;
+            for k in ["ceiling", "achieved", "percent"] {
+                let x = pt[k]
+                    .as_f64()
+                    .unwrap_or_else(|| panic!("{what}: no {k}: {pt}"));
+                assert!(x.is_finite() && x > 0.0, "{what}: {k} = {x}");
+            }
+            let i = pt["intensity"].as_f64().expect("bytes > 0: an intensity");
+            assert!(i.is_finite() && i >= 0.0, "{what}: intensity {i}");
+            assert!((i - flops as f64 / bytes as f64).abs() < 1e-9, "{what}");
+            let achieved = pt["achieved"].as_f64().unwrap();
+            let ceiling = pt["ceiling"].as_f64().unwrap();
+            let percent = pt["percent"].as_f64().unwrap();
+            assert!(
+                (percent - 100.0 * achieved / ceiling).abs() < 1e-6,
+                "{what}"
+            );
+            if flops == 0 {
+                assert_eq!(pt["unit"], "GB/s", "{what}");
+                assert_eq!(pt["bound"], "memory", "{what}");
+                assert_eq!(ceiling, 10.0, "{what}");
+            } else {
+                assert_eq!(pt["unit"], "GFLOP/s", "{what}");
+                let expect = (10.0 * i).min(100.0);
+                assert!(
+                    (ceiling - expect).abs() < 1e-9,
+                    "{what}: {ceiling} vs {expect}"
+                );
+                let bound = if 10.0 * i < 100.0 {
+                    "memory"
+                } else {
+                    "compute"
+                };
+                assert_eq!(pt["bound"], bound, "{what}");
+            }
+        }
+    }
+    assert!(
+        points >= 12,
+        "6 + 5 + 1: unfused, unfused-inplace and tiled at least"
+    );
+    // compare still reads the file.
+    ok(&["compare", json_path.to_str().unwrap()]);
+
+    // Without a probe (an empty cache folder, no --probe): `roofline` and every point are null.
+    let cache = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain.json");
+    let mut args = vec![
+        "run",
+        "--variant",
+        "tiled",
+        "--warmup",
+        "0",
+        "--reps",
+        "1",
+        "--json",
+        plain.to_str().unwrap(),
+    ];
+    args.extend_from_slice(TINY);
+    let o = Command::new(env!("CARGO_BIN_EXE_attn-wgpu"))
+        .args(&args)
+        .env("XDG_RUNTIME_DIR", "/tmp")
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&plain).unwrap()).unwrap();
+    assert!(v["roofline"].is_null());
+    assert!(v["runs"][0]["dispatches"][0]["roofline"].is_null());
 }
 
 #[test]

@@ -318,6 +318,10 @@ pub struct SweepArgs {
     /// Tune cache (default: this adapter's file, see `run --tune`): sets `tiled`'s tile per N.
     #[arg(long)]
     tune: Option<PathBuf>,
+    /// Force the `tiled` variant's tile at every N (see `run --tile`): `rt` or `row:BR`. Wins over
+    /// the tune cache; one that does not fit this adapter stops the sweep before it starts (exit 4).
+    #[arg(long)]
+    tile: Option<String>,
     #[command(flatten)]
     sel: AdapterSel,
 }
@@ -325,6 +329,13 @@ pub struct SweepArgs {
 pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
     let seqs = sweep::parse_seq_list(&a.seq)?;
     let names = variant_list(&a.variants)?;
+    let forced_tile = parse_tile(a.tile.as_deref())?;
+    if forced_tile.is_some() && !names.iter().any(|n| n == "tiled") {
+        return Err(bad(format!(
+            "--tile sets the `tiled` variant's kernel; --variants `{}` has none (add tiled, or use all)",
+            a.variants
+        )));
+    }
     dtype_check(&a.dtype)?;
     if a.reps == 0 {
         return Err(bad("--reps must be at least 1 (got 0)".into()));
@@ -348,6 +359,16 @@ pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
         source: e,
     })?;
     let gpu = Gpu::open(&selection(&a.sel), features_of(&names))?;
+    // Whether a tile fits depends on D and the adapter, not on N: refuse it once, before any work,
+    // with the reason `run --variant tiled --tile ...` gives.
+    if let Some(choice) = forced_tile {
+        variants::tiled::config_for(choice, a.head_dim, &gpu.caps).map_err(|reason| {
+            Error::Incompatible {
+                variant: "tiled".into(),
+                reason: format!("{reason} (tile from --tile)"),
+            }
+        })?;
+    }
     let total = (seqs.len() * names.len()) as u64;
     let bar = indicatif::ProgressBar::with_draw_target(
         Some(total),
@@ -378,7 +399,7 @@ pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
             first = false;
             bar.set_message(format!("{v} N={n}"));
         },
-        |p| tile_request(&gpu, None, &tuned, p),
+        |p| tile_request(&gpu, forced_tile, &tuned, p),
     )?;
     bar.inc(1);
     bar.finish_with_message("done");

@@ -51,6 +51,8 @@ pub struct ResultsFile<'a> {
     /// `--variant auto`: the variant picked, the rule, and why every other one was not.
     pub auto: Option<&'a crate::variants::AutoChoice>,
     pub runs: &'a [VariantRun],
+    /// The probe behind `runs[].dispatches[].roofline` (None: no probe file was found or given).
+    pub roofline: Option<crate::report::roofline::RooflineSource>,
     pub warnings: Vec<String>,
 }
 

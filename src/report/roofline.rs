@@ -1,10 +1,13 @@
 //! The roofline block of `run`: each dispatch as a percentage of the ceiling that bounds it, from a
-//! probe of this adapter (`attn-wgpu probe`, src/probe.rs).
+//! probe of this adapter (`attn-wgpu probe`, src/probe.rs). The same points go into the results
+//! file (`runs[].dispatches[].roofline`, with the probe used in the top-level `roofline`).
 
 use std::fmt::Write;
 
-use crate::probe::{peak_for, roofline, ProbeFile};
-use crate::run::VariantRun;
+use serde::Serialize;
+
+use crate::probe::{peak_for, roofline, ProbeFile, RooflinePoint};
+use crate::run::{DispatchRow, VariantRun};
 
 /// Three significant digits (0.0123, 1.23, 123).
 fn sig(x: f64) -> String {
@@ -13,6 +16,72 @@ fn sig(x: f64) -> String {
     }
     let digits = (2 - x.abs().log10().floor() as i32).max(0) as usize;
     format!("{x:.digits$}")
+}
+
+/// Which FMA probe is the arithmetic peak for storage dtype `dtype` (see [`peak_for`]).
+fn peak_probe(p: &ProbeFile, dtype: &str) -> &'static str {
+    if dtype == "f16" && p.fma_f16.is_some() {
+        "f16"
+    } else {
+        "f32"
+    }
+}
+
+/// The probe a results file's roofline figures come from: the top-level `roofline` of
+/// `run --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RooflineSource {
+    /// The probe file as found or given (`--probe FILE`, else this adapter's cache file).
+    pub probe_file: String,
+    /// The probe file's adapter key (`<adapter name> | <backend> | <driver>`).
+    pub probe_key: String,
+    /// This run's adapter key; a probe of another adapter is used with a warning.
+    pub adapter_key: String,
+    pub key_matches: bool,
+    /// The copy bandwidth ceiling, GB/s (the probe's best rep).
+    pub bandwidth_gbps: f64,
+    /// The arithmetic ceiling, GFLOP/s, and the FMA probe it comes from (`f32`, or `f16` for f16
+    /// storage where the adapter was probed in f16).
+    pub peak_gflops: f64,
+    pub peak_fma: &'static str,
+    /// FLOP/byte where the two ceilings meet.
+    pub ridge_flop_per_byte: f64,
+}
+
+pub fn source(p: &ProbeFile, file: &str, adapter_key: &str, dtype: &str) -> RooflineSource {
+    let peak = peak_for(p, dtype);
+    RooflineSource {
+        probe_file: file.to_string(),
+        probe_key: p.key.clone(),
+        adapter_key: adapter_key.to_string(),
+        key_matches: p.key == adapter_key,
+        bandwidth_gbps: p.bandwidth.best_rate,
+        peak_gflops: peak,
+        peak_fma: peak_probe(p, dtype),
+        ridge_flop_per_byte: peak / p.bandwidth.best_rate,
+    }
+}
+
+/// One dispatch row under the roofline: its plan bytes and FLOPs over its median GPU time. None
+/// without a time, or when the plan estimates neither bytes nor FLOPs.
+pub fn point(p: &ProbeFile, dtype: &str, d: &DispatchRow) -> Option<RooflinePoint> {
+    let us = d.gpu_us?.median;
+    roofline(
+        p,
+        peak_for(p, dtype),
+        d.flops,
+        d.reads_bytes + d.writes_bytes,
+        us,
+    )
+}
+
+/// Stores [`point`] in every dispatch row of the runs that ran (`DispatchRow::roofline`).
+pub fn annotate(p: &ProbeFile, runs: &mut [VariantRun], dtype: &str) {
+    for r in runs.iter_mut().filter(|r| r.status == "ok") {
+        for d in r.dispatches.iter_mut() {
+            d.roofline = point(p, dtype, d);
+        }
+    }
 }
 
 pub fn block(p: &ProbeFile, source: &str, r: &VariantRun, dtype: &str) -> String {
@@ -27,7 +96,7 @@ pub fn block(p: &ProbeFile, source: &str, r: &VariantRun, dtype: &str) -> String
         "Roofline ({}) — probe {source}: copy {:.1} GB/s, FMA {} {:.1} GFLOP/s (ridge {:.2} FLOP/B)",
         r.variant,
         p.bandwidth.best_rate,
-        if dtype == "f16" && p.fma_f16.is_some() { "f16" } else { "f32" },
+        peak_probe(p, dtype),
         peak,
         peak / p.bandwidth.best_rate
     );
@@ -37,10 +106,10 @@ pub fn block(p: &ProbeFile, source: &str, r: &VariantRun, dtype: &str) -> String
         "dispatch", "FLOP/B", "bound", "ceiling", "achieved", "% ceil"
     );
     for d in &r.dispatches {
-        let Some(us) = d.gpu_us.map(|x| x.median) else {
+        if d.gpu_us.is_none() {
             continue;
-        };
-        let Some(pt) = roofline(p, peak, d.flops, d.reads_bytes + d.writes_bytes, us) else {
+        }
+        let Some(pt) = point(p, dtype, d) else {
             let _ = writeln!(
                 s,
                 "   {:<12} {:>9} (no bytes or FLOPs estimated)",
