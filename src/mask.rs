@@ -59,14 +59,16 @@ pub fn check_shape(p: &Problem, shape: &[u64], what: &str) -> Result<(u32, u32)>
     let (b, h, n) = (p.batch as u64, p.heads as u64, p.seq as u64);
     let bad = || {
         Err(Error::InvalidProblem(format!(
-            "{what}: expected shape [{n}, {n}], [{b}, 1, {n}, {n}] or [{b}, {h}, {n}, {n}] \
-             (N={n}, B={b}, H={h}), got {shape:?}"
+            "{what}: expected shape [{n}, {n}] or [{b}, {h}, {n}, {n}], with 1 for B or H to \
+             broadcast (N={n}, B={b}, H={h}), got {shape:?}"
         )))
     };
     match shape {
         [x, y] if *x == n && *y == n => Ok((1, 1)),
-        [bb, hh, x, y] if *bb == b && (*hh == 1 || *hh == h) && *x == n && *y == n => {
-            Ok((b as u32, *hh as u32))
+        [bb, hh, x, y]
+            if (*bb == 1 || *bb == b) && (*hh == 1 || *hh == h) && *x == n && *y == n =>
+        {
+            Ok((*bb as u32, *hh as u32))
         }
         _ => bad(),
     }

@@ -422,3 +422,39 @@ fn npy_round_trip_save_inputs_and_auto() {
         assert!(a == b || (a.is_nan() && b.is_nan()), "{a} vs {b}");
     }
 }
+
+/// A mask saved by `--save-inputs` ([1, 1, N, N] for an [N, N] mask) is read back as `--mask` for
+/// any B: a leading 1 broadcasts over the batch, as in PyTorch.
+#[test]
+fn saved_mask_round_trips_with_a_batch() {
+    let f = Files::new();
+    let m = f.bool_mask("m.npy", &[8, 8], |i| i % 5 != 0);
+    let dir = f.s("saved");
+    std::fs::create_dir(&dir).unwrap();
+    let small = [
+        "run",
+        "--batch",
+        "2",
+        "--heads",
+        "2",
+        "--seq",
+        "8",
+        "--head-dim",
+        "4",
+        "--reps",
+        "1",
+        "--variant",
+        "unfused-inplace",
+    ];
+    let first = run(&[&small[..], &["--mask", &m, "--save-inputs", &dir]].concat());
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let saved = f.path("saved").join("mask.npy");
+    let again = run(&[&small[..], &["--mask", saved.to_str().unwrap()]].concat());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{err}");
+    assert!(String::from_utf8_lossy(&again.stdout).contains("PASS"));
+}
