@@ -101,10 +101,10 @@ fn main(
             s2 += qk4(qv, 8u, c4);
             s3 += qk4(qv, 12u, c4);
         }
-        s0 = masked(s0, head, i, j0, n, causal, ninf);
-        s1 = masked(s1, head, i, j0 + 4u, n, causal, ninf);
-        s2 = masked(s2, head, i, j0 + 8u, n, causal, ninf);
-        s3 = masked(s3, head, i, j0 + 12u, n, causal, ninf);
+        s0 = masked(s0, head, i, j0, 1u, n, causal, ninf);
+        s1 = masked(s1, head, i, j0 + 4u, 1u, n, causal, ninf);
+        s2 = masked(s2, head, i, j0 + 8u, 1u, n, causal, ninf);
+        s3 = masked(s3, head, i, j0 + 12u, 1u, n, causal, ninf);
         let m_new = max(m, max(max(max4(s0), max4(s1)), max(max4(s2), max4(s3))));
 
         // Online softmax (tiled_mask.wgsl, online_step).

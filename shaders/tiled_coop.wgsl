@@ -2,215 +2,398 @@
 // them): the `tiled-coop` variant. f16 Q, K, V and O in device memory; every product accumulates in
 // f32; the softmax statistics are f32.
 enable wgpu_cooperative_matrix;
+// The rare rescale below runs cooperative-matrix operations under a subgroup-uniform branch
+// (`subgroupAny`); naga's uniformity analysis only knows workgroup uniformity and would refuse it.
+diagnostic(off, derivative_uniformity);
 //
-// A workgroup of 128 threads (four subgroups of 32) owns BR = 64 query rows; subgroup g owns rows
-// 16g .. 16g+15. Per key block of BC = 32 keys:
-//   1. all threads stage K and V of the block in workgroup memory (f16);
-//   2. subgroup g computes S = Q Kᵀ for its 16 rows: 2 tiles of 16 x 16, 4 steps of 16 over D,
-//      f16 inputs, f32 accumulator, stored row-major to `ss`;
-//   3. thread t owns row t/2 and keys 16(t%2) .. +15: it scales, masks, updates the running max
-//      (shared with its partner thread t^1 through `red`) and writes P = exp2(S - m) as two f16
-//      parts, P = hi + lo (`ps`, `pl`): one f16 alone rounds P to 11 bits, an error the f16
-//      tolerance (inputs exact in f16, everything else f32) does not allow; hi + lo keeps ~22;
-//   4. subgroup g computes P V = hi V + lo V for its rows (4 tiles of 16 x 16 over D, 2 steps over
-//      the 32 keys, two products each) into `ss`;
-//   5. thread t rescales its 32 output columns of row t/2 by alpha = exp2(m_old - m_new) and adds
-//      its part of P V. (The output stays in registers: a cooperative matrix cannot be scaled row
-//      by row.)
+// A workgroup of 128 threads (four 32-wide subgroups) owns BR = 64 query rows; subgroup g owns
+// rows 16g .. 16g+15. Per key block of BC = 64 keys:
+//   1. all threads stage K and V of the block in workgroup memory (16-byte loads, rows padded to
+//      72 halves so that the matrix loads are free of bank conflicts); with PREFETCH the next
+//      block's loads are issued before this block is computed and land in registers meanwhile;
+//   2. subgroup g computes S = Q Kᵀ for its 16 rows in two halves of 32 keys (2 tiles of 16 x 16,
+//      D/16 steps each; Q is held in registers as D/16 A matrices), stores each half to `sf`
+//      column-major ([key][row]) and lane (row = lane % 16, half = lane / 16) reads the scores of
+//      its row at keys 2c + half: 32 scores a block, no bank conflicts;
+//   3. lazy rescaling (FlashAttention-4's trick): the row keeps a reference maximum m and
+//      P = exp2(S - m) is used as it is while the block's maximum exceeds m by at most TAU (in base
+//      2: P <= 2^TAU, well inside f16's range). Only when some row of the subgroup needs a larger m
+//      (the first block of every row, and rarely after) are the P V accumulators flushed through
+//      `sf` into the lanes' f32 registers `o`, which are then rescaled by exp2(m_old - m_new).
+//      Otherwise the accumulators stay in the matrix registers from block to block;
+//   4. writes P as f16 to `sp` ([key][row]); with LO = 1 also its rounding error (P - hi) * 2^12 to
+//      `sl`: P in one f16 keeps 11 bits, an error the f16 tolerance (inputs exact in f16,
+//      everything else f32) does not allow; hi + lo keeps ~22;
+//   5. accumulates P V (and P_lo V in a second set of accumulators, combined in plain f32 at the
+//      flush).
 // Cooperative loads: `coopLoadT` reads row-major, `coopLoad` column-major; Kᵀ is K read
-// column-major. The S and P V products never reach device memory.
-// Workgroup storage: Q 64x64 + K 32x64 + V 32x64 + P hi and lo 2 x 64x32 (f16) = 24 KiB, S / PV
-// 64x64 f32 = 16 KiB, zero tile 1 KiB, red 0.5 KiB: 42496 bytes.
+// column-major. The host checks D % 16 == 0, D <= 64 and 32-wide subgroups, and pads Q by 64 rows
+// (Q is read straight from device memory; rows past N are never written back).
+// Workgroup storage: K and V 2 x 64 x 72 f16 (18 KiB), P hi and lo 2 x 4 x 64 x 16 f16 (16 KiB),
+// sf 4 x 32 x 16 f32 (8 KiB): 43008 bytes.
 
 @group(0) @binding(1) var<storage, read> q: array<st>;
-@group(0) @binding(2) var<storage, read> k: array<st>;
-@group(0) @binding(3) var<storage, read> v: array<st>;
+@group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;  // 8 halves per element
+@group(0) @binding(3) var<storage, read> v: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read_write> o: array<st>;
 
-const BR: u32 = 64u;
-const BC: u32 = 32u;
-const DM: u32 = 64u;  // row pitch of the staged Q, K, V (D <= 64)
+const BR: u32 = 64u;   // rows per workgroup: 16 per subgroup
+const BC: u32 = 64u;   // keys per block
+const KP: u32 = 72u;   // row pitch (halves) of the staged K and V
 const LOG2E: f32 = 1.4426950408889634;
-// P's low part is stored times 2^12: unscaled it would mostly be an f16 subnormal, which the
-// matrix units may flush to zero (on the H200 the unscaled version gave bit-identical results to
-// P in one f16 alone).
 const LO_SCALE: f32 = 4096.0;
 const LO_UNSCALE: f32 = 0.000244140625;
+// 1: P V with P as hi + lo f16 parts (two products); 0: P in one f16, as FlashAttention does.
+override LO: u32 = 1u;
+// Rescale only when a row's block maximum exceeds its reference maximum by more than TAU (base 2);
+// 0: whenever it grows (FlashAttention-2's rule).
+override TAU: f32 = 8.0;
+// 1: the next block's K and V are loaded into registers while this block is computed.
+override PREFETCH: u32 = 1u;
 
-var<workgroup> qs: array<f16, 4096>;   // [64 rows][64]
-var<workgroup> ks: array<f16, 2048>;   // [32 keys][64]
-var<workgroup> vs: array<f16, 2048>;   // [32 keys][64]
-var<workgroup> ps: array<f16, 2048>;   // [64 rows][32 keys]: P rounded to f16
-var<workgroup> pl: array<f16, 2048>;   // [64 rows][32 keys]: (P - ps) * 2^12, the rounding error
-                                       // scaled out of f16's subnormal range
-var<workgroup> ss: array<f32, 4096>;   // [64 rows][64]: S (first 32 columns), then P V
-var<workgroup> zt: array<f32, 256>;    // a zero 16 x 16 tile: the accumulators' start
-var<workgroup> red: array<f32, 128>;   // partner exchange of row maxima / sums
+var<workgroup> ks: array<f16, 4608>;  // [64 keys][72]
+var<workgroup> vs: array<f16, 4608>;  // [64 keys][72]
+var<workgroup> sp: array<f16, 4096>;  // per subgroup [64 keys][16 rows]: P rounded to f16
+var<workgroup> sl: array<f16, 4096>;  // per subgroup [64 keys][16 rows]: (P - sp) * 2^12
+var<workgroup> sf: array<f32, 2048>;  // per subgroup [32][16]: half a block of S, or half of O
 
 @compute @workgroup_size(128, 1, 1)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sg: u32,
+        @builtin(subgroup_invocation_id) lane: u32) {
     let n = params.seq;
     let d = params.head_dim;
     let head = params.head_offset + wg.y;
-    let i0 = wg.x * BR;
     let base = head * n * d;
+    // Heaviest query blocks first (causal: the last rows see the most keys).
+    let i0 = (nwg.x - 1u - wg.x) * BR;
+    let r0 = i0 + sg * 16u;  // first row of this subgroup
+    let row = lane % 16u;
+    let half = lane / 16u;
+    let i = r0 + row;
+    let d16 = d / 16u;
+    let d8 = d / 8u;         // 16-byte elements of k and v per row
+    let iters = d8 / 2u;     // of them per thread per block: BC * d8 / 128
     let causal = params.causal != 0u;
     let ninf = neg_inf();
-    let sg = t / 32u;           // this thread's subgroup (32-wide subgroups, checked by the host)
-    let d16 = (d + 15u) / 16u;  // 16-column steps over D
-    let row = t / 2u;           // softmax / output row of this thread
-    let half = t % 2u;
-    let i = i0 + row;
     let qscale = params.scale * LOG2E;
+    let fb = sg * 512u;      // this subgroup's part of sf
+    let pb = sg * 1024u;     // ... of sp and sl
 
-    zt[t] = 0.0;
-    zt[t + 128u] = 0.0;
-    for (var e = t; e < BR * DM; e += 128u) {
-        let r = e / DM;
-        let c = e % DM;
-        var x = 0.0;
-        if (i0 + r < n && c < d) {
-            let ei = base + (i0 + r) * d + c;
-            x = load(q[ei / PACK], ei);
-        }
-        qs[e] = f16(x);
+    for (var e = lane; e < 256u; e += 32u) {
+        sf[fb + e] = 0.0;
+    }
+    subgroupBarrier();
+    let zero = coopLoadT<coop_mat16x16<f32, C>>(&sf[fb], 16u);
+
+    // Q of this subgroup's 16 rows, D/16 A matrices (row-major, from device memory).
+    let qrow = base + r0 * d;
+    let qa0 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow], d);
+    var qa1 = qa0;
+    var qa2 = qa0;
+    var qa3 = qa0;
+    if (d16 > 1u) {
+        qa1 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 16u], d);
+    }
+    if (d16 > 2u) {
+        qa2 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 32u], d);
+    }
+    if (d16 > 3u) {
+        qa3 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 48u], d);
     }
 
-    var m = ninf;
-    var l = 0.0;  // this thread's share (16 keys a block) of its row's running sum
+    var acc0 = zero; var acc1 = zero; var acc2 = zero; var acc3 = zero;
+    var lo0 = zero; var lo1 = zero; var lo2 = zero; var lo3 = zero;
+    // This lane's output columns 2c + half, c = 0..31 (o_k holds c = 4k .. 4k+3), relative to m.
     var o0 = vec4<f32>(0.0); var o1 = vec4<f32>(0.0); var o2 = vec4<f32>(0.0); var o3 = vec4<f32>(0.0);
     var o4 = vec4<f32>(0.0); var o5 = vec4<f32>(0.0); var o6 = vec4<f32>(0.0); var o7 = vec4<f32>(0.0);
+    var m = ninf;  // the row's reference maximum (base 2)
+    var l = 0.0;   // this lane's share of the row's sum of P, relative to m
 
     var kv_end = n;
     if (causal) {
         kv_end = min(n, i0 + BR);
     }
+    let kvb = head * n * d8;  // first element of this head in k and v
+    var pk0 = vec4<u32>(0u); var pk1 = vec4<u32>(0u); var pk2 = vec4<u32>(0u); var pk3 = vec4<u32>(0u);
+    var pv0 = vec4<u32>(0u); var pv1 = vec4<u32>(0u); var pv2 = vec4<u32>(0u); var pv3 = vec4<u32>(0u);
+    if (PREFETCH != 0u) {
+        pk0 = ld_k(kvb, 0u, t, n, d8); pv0 = ld_v(kvb, 0u, t, n, d8);
+        if (iters > 1u) { pk1 = ld_k(kvb, 0u, t + 128u, n, d8); pv1 = ld_v(kvb, 0u, t + 128u, n, d8); }
+        if (iters > 2u) { pk2 = ld_k(kvb, 0u, t + 256u, n, d8); pv2 = ld_v(kvb, 0u, t + 256u, n, d8); }
+        if (iters > 3u) { pk3 = ld_k(kvb, 0u, t + 384u, n, d8); pv3 = ld_v(kvb, 0u, t + 384u, n, d8); }
+    }
     for (var j0 = 0u; j0 < kv_end; j0 += BC) {
+        // 1. Stage K and V (the previous block must be consumed first).
         workgroupBarrier();
-        for (var e = t; e < BC * DM; e += 128u) {
-            let r = e / DM;
-            let c = e % DM;
-            var kx = 0.0;
-            var vx = 0.0;
-            if (j0 + r < n && c < d) {
-                let ei = base + (j0 + r) * d + c;
-                kx = load(k[ei / PACK], ei);
-                vx = load(v[ei / PACK], ei);
-            }
-            ks[e] = f16(kx);
-            vs[e] = f16(vx);
+        if (PREFETCH == 0u) {
+            pk0 = ld_k(kvb, j0, t, n, d8); pv0 = ld_v(kvb, j0, t, n, d8);
+            if (iters > 1u) { pk1 = ld_k(kvb, j0, t + 128u, n, d8); pv1 = ld_v(kvb, j0, t + 128u, n, d8); }
+            if (iters > 2u) { pk2 = ld_k(kvb, j0, t + 256u, n, d8); pv2 = ld_v(kvb, j0, t + 256u, n, d8); }
+            if (iters > 3u) { pk3 = ld_k(kvb, j0, t + 384u, n, d8); pv3 = ld_v(kvb, j0, t + 384u, n, d8); }
         }
+        stage(t, d8, pk0, pv0);
+        if (iters > 1u) { stage(t + 128u, d8, pk1, pv1); }
+        if (iters > 2u) { stage(t + 256u, d8, pk2, pv2); }
+        if (iters > 3u) { stage(t + 384u, d8, pk3, pv3); }
         workgroupBarrier();
-
-        // 2. S = Q Kᵀ for this subgroup's 16 rows and the block's 32 keys.
-        for (var nt = 0u; nt < 2u; nt++) {
-            var acc = coopLoadT<coop_mat16x16<f32, C>>(&zt[0], 16u);
-            for (var s = 0u; s < d16; s++) {
-                let a = coopLoadT<coop_mat16x16<f16, A>>(&qs[sg * 16u * DM + s * 16u], DM);
-                let b = coopLoad<coop_mat16x16<f16, B>>(&ks[nt * 16u * DM + s * 16u], DM);
-                acc = coopMultiplyAdd(a, b, acc);
-            }
-            coopStoreT(acc, &ss[sg * 16u * DM + nt * 16u], DM);
+        let jn = j0 + BC;
+        if (PREFETCH != 0u && jn < kv_end) {
+            pk0 = ld_k(kvb, jn, t, n, d8); pv0 = ld_v(kvb, jn, t, n, d8);
+            if (iters > 1u) { pk1 = ld_k(kvb, jn, t + 128u, n, d8); pv1 = ld_v(kvb, jn, t + 128u, n, d8); }
+            if (iters > 2u) { pk2 = ld_k(kvb, jn, t + 256u, n, d8); pv2 = ld_v(kvb, jn, t + 256u, n, d8); }
+            if (iters > 3u) { pk3 = ld_k(kvb, jn, t + 384u, n, d8); pv3 = ld_v(kvb, jn, t + 384u, n, d8); }
         }
-        workgroupBarrier();
-
-        // 3. Online softmax: row `row`, keys j0 + 16*half .. +15.
-        let kb = j0 + half * 16u;
-        let sb = row * DM + half * 16u;
-        var s0 = masked(vec4<f32>(ss[sb], ss[sb + 1u], ss[sb + 2u], ss[sb + 3u]) * qscale, head, i, kb, n, causal, ninf);
-        var s1 = masked(vec4<f32>(ss[sb + 4u], ss[sb + 5u], ss[sb + 6u], ss[sb + 7u]) * qscale, head, i, kb + 4u, n, causal, ninf);
-        var s2 = masked(vec4<f32>(ss[sb + 8u], ss[sb + 9u], ss[sb + 10u], ss[sb + 11u]) * qscale, head, i, kb + 8u, n, causal, ninf);
-        var s3 = masked(vec4<f32>(ss[sb + 12u], ss[sb + 13u], ss[sb + 14u], ss[sb + 15u]) * qscale, head, i, kb + 12u, n, causal, ninf);
-        red[t] = max(max(max4(s0), max4(s1)), max(max4(s2), max4(s3)));
-        workgroupBarrier();
-        let m_new = max(m, max(red[t], red[t ^ 1u]));
-        let step = online_step(s0, s1, s2, s3, m, l, m_new, ninf);
-        m = step.m;
-        l = step.l;
-        let alpha = step.alpha;
-        s0 = step.p0;
-        s1 = step.p1;
-        s2 = step.p2;
-        s3 = step.p3;
-        let pb = row * BC + half * 16u;
-        store_p(pb, s0);
-        store_p(pb + 4u, s1);
-        store_p(pb + 8u, s2);
-        store_p(pb + 12u, s3);
-        workgroupBarrier();
-
-        // 4. P V for this subgroup's 16 rows: D/16 tiles, 2 steps over the 32 keys.
-        for (var nt = 0u; nt < d16; nt++) {
-            var acc = coopLoadT<coop_mat16x16<f32, C>>(&zt[0], 16u);
-            var acc_lo = coopLoadT<coop_mat16x16<f32, C>>(&zt[0], 16u);
-            for (var s = 0u; s < 2u; s++) {
-                let b = coopLoadT<coop_mat16x16<f16, B>>(&vs[s * 16u * DM + nt * 16u], DM);
-                let hi = coopLoadT<coop_mat16x16<f16, A>>(&ps[sg * 16u * BC + s * 16u], BC);
-                let lo = coopLoadT<coop_mat16x16<f16, A>>(&pl[sg * 16u * BC + s * 16u], BC);
-                acc = coopMultiplyAdd(hi, b, acc);
-                acc_lo = coopMultiplyAdd(lo, b, acc_lo);
-            }
-            coopStoreT(acc + acc_lo * LO_UNSCALE, &ss[sg * 16u * DM + nt * 16u], DM);
+        if (causal && j0 > r0 + 15u) {
+            continue;  // every key of the block is above this subgroup's rows
         }
-        workgroupBarrier();
 
-        // 5. O row `row`, columns 32*half .. +31: rescale, add this block's P V.
-        let ob = row * DM + half * 32u;
-        o0 = o0 * alpha + ld4(ob);
-        o1 = o1 * alpha + ld4(ob + 4u);
-        o2 = o2 * alpha + ld4(ob + 8u);
-        o3 = o3 * alpha + ld4(ob + 12u);
-        o4 = o4 * alpha + ld4(ob + 16u);
-        o5 = o5 * alpha + ld4(ob + 20u);
-        o6 = o6 * alpha + ld4(ob + 24u);
-        o7 = o7 * alpha + ld4(ob + 28u);
+        // 2. S = Q Kᵀ in two halves of 32 keys through sf; lane reads keys j0 + 32h + 2c + half.
+        s_half(0u, d16, fb, qa0, qa1, qa2, qa3, zero);
+        subgroupBarrier();
+        let kb = j0 + half;
+        let x0 = masked(ld_s(fb, half, row, 0u) * qscale, head, i, kb, 2u, n, causal, ninf);
+        let x1 = masked(ld_s(fb, half, row, 8u) * qscale, head, i, kb + 8u, 2u, n, causal, ninf);
+        let x2 = masked(ld_s(fb, half, row, 16u) * qscale, head, i, kb + 16u, 2u, n, causal, ninf);
+        let x3 = masked(ld_s(fb, half, row, 24u) * qscale, head, i, kb + 24u, 2u, n, causal, ninf);
+        subgroupBarrier();
+        s_half(1u, d16, fb, qa0, qa1, qa2, qa3, zero);
+        subgroupBarrier();
+        let x4 = masked(ld_s(fb, half, row, 0u) * qscale, head, i, kb + 32u, 2u, n, causal, ninf);
+        let x5 = masked(ld_s(fb, half, row, 8u) * qscale, head, i, kb + 40u, 2u, n, causal, ninf);
+        let x6 = masked(ld_s(fb, half, row, 16u) * qscale, head, i, kb + 48u, 2u, n, causal, ninf);
+        let x7 = masked(ld_s(fb, half, row, 24u) * qscale, head, i, kb + 56u, 2u, n, causal, ninf);
+        var bm = max(max(max(max4(x0), max4(x1)), max(max4(x2), max4(x3))),
+                     max(max(max4(x4), max4(x5)), max(max4(x6), max4(x7))));
+        bm = max(bm, subgroupShuffleXor(bm, 16u));
+
+        // 3. Lazy rescale: flush the accumulators (two tiles at a time through sf), rescale.
+        let need = bm > m + TAU;
+        if (subgroupAny(need)) {
+            subgroupBarrier();  // every lane has read its scores from sf
+            coopStore(acc0, &sf[fb], 16u);
+            coopStore(acc1, &sf[fb + 256u], 16u);
+            subgroupBarrier();
+            o0 += ld_s(fb, half, row, 0u); o1 += ld_s(fb, half, row, 8u);
+            o2 += ld_s(fb, half, row, 16u); o3 += ld_s(fb, half, row, 24u);
+            subgroupBarrier();
+            coopStore(acc2, &sf[fb], 16u);
+            coopStore(acc3, &sf[fb + 256u], 16u);
+            subgroupBarrier();
+            o4 += ld_s(fb, half, row, 0u); o5 += ld_s(fb, half, row, 8u);
+            o6 += ld_s(fb, half, row, 16u); o7 += ld_s(fb, half, row, 24u);
+            if (LO != 0u) {
+                subgroupBarrier();
+                coopStore(lo0, &sf[fb], 16u);
+                coopStore(lo1, &sf[fb + 256u], 16u);
+                subgroupBarrier();
+                o0 += ld_s(fb, half, row, 0u) * LO_UNSCALE; o1 += ld_s(fb, half, row, 8u) * LO_UNSCALE;
+                o2 += ld_s(fb, half, row, 16u) * LO_UNSCALE; o3 += ld_s(fb, half, row, 24u) * LO_UNSCALE;
+                subgroupBarrier();
+                coopStore(lo2, &sf[fb], 16u);
+                coopStore(lo3, &sf[fb + 256u], 16u);
+                subgroupBarrier();
+                o4 += ld_s(fb, half, row, 0u) * LO_UNSCALE; o5 += ld_s(fb, half, row, 8u) * LO_UNSCALE;
+                o6 += ld_s(fb, half, row, 16u) * LO_UNSCALE; o7 += ld_s(fb, half, row, 24u) * LO_UNSCALE;
+            }
+            acc0 = zero; acc1 = zero; acc2 = zero; acc3 = zero;
+            lo0 = zero; lo1 = zero; lo2 = zero; lo3 = zero;
+            if (need) {
+                // m = -inf before the row's first allowed key: alpha = 0 (o and l are 0 anyway).
+                let alpha = exp2(m - bm);
+                m = bm;
+                l *= alpha;
+                o0 *= alpha; o1 *= alpha; o2 *= alpha; o3 *= alpha;
+                o4 *= alpha; o5 *= alpha; o6 *= alpha; o7 *= alpha;
+            }
+        }
+
+        // 4. P = exp2(S - m) (0 while the row has seen no allowed key), hi and lo parts.
+        let live = m > ninf;
+        let p0 = select(vec4<f32>(0.0), exp2(x0 - m), live);
+        let p1 = select(vec4<f32>(0.0), exp2(x1 - m), live);
+        let p2 = select(vec4<f32>(0.0), exp2(x2 - m), live);
+        let p3 = select(vec4<f32>(0.0), exp2(x3 - m), live);
+        let p4 = select(vec4<f32>(0.0), exp2(x4 - m), live);
+        let p5 = select(vec4<f32>(0.0), exp2(x5 - m), live);
+        let p6 = select(vec4<f32>(0.0), exp2(x6 - m), live);
+        let p7 = select(vec4<f32>(0.0), exp2(x7 - m), live);
+        l += dot(p0 + p1 + p2 + p3 + p4 + p5 + p6 + p7, vec4<f32>(1.0));
+        st_p(pb, half, row, 0u, p0);
+        st_p(pb, half, row, 8u, p1);
+        st_p(pb, half, row, 16u, p2);
+        st_p(pb, half, row, 24u, p3);
+        st_p(pb, half, row, 32u, p4);
+        st_p(pb, half, row, 40u, p5);
+        st_p(pb, half, row, 48u, p6);
+        st_p(pb, half, row, 56u, p7);
+        subgroupBarrier();
+
+        // 5. O += P V over the block's 4 steps of 16 keys.
+        for (var kk = 0u; kk < BC / 16u; kk++) {
+            let ph = coopLoad<coop_mat16x16<f16, A>>(&sp[pb + kk * 256u], 16u);
+            let pl = coopLoad<coop_mat16x16<f16, A>>(&sl[pb + kk * 256u], 16u);
+            let vp = kk * 16u * KP;
+            let vb0 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp], KP);
+            acc0 = coopMultiplyAdd(ph, vb0, acc0);
+            if (LO != 0u) {
+                lo0 = coopMultiplyAdd(pl, vb0, lo0);
+            }
+            if (d16 > 1u) {
+                let vb1 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 16u], KP);
+                acc1 = coopMultiplyAdd(ph, vb1, acc1);
+                if (LO != 0u) {
+                    lo1 = coopMultiplyAdd(pl, vb1, lo1);
+                }
+            }
+            if (d16 > 2u) {
+                let vb2 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 32u], KP);
+                acc2 = coopMultiplyAdd(ph, vb2, acc2);
+                if (LO != 0u) {
+                    lo2 = coopMultiplyAdd(pl, vb2, lo2);
+                }
+            }
+            if (d16 > 3u) {
+                let vb3 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 48u], KP);
+                acc3 = coopMultiplyAdd(ph, vb3, acc3);
+                if (LO != 0u) {
+                    lo3 = coopMultiplyAdd(pl, vb3, lo3);
+                }
+            }
+        }
     }
 
-    // The row's sum is split over the two partner threads; no allowed key at all: 0 (SDPA's way).
-    workgroupBarrier();
-    red[t] = l;
-    workgroupBarrier();
-    let lsum = red[t] + red[t ^ 1u];
+    // The last flush, then O / l with the row's sum split over the two partner lanes; no allowed
+    // key at all: 0 (SDPA's way).
+    subgroupBarrier();
+    coopStore(acc0, &sf[fb], 16u);
+    coopStore(acc1, &sf[fb + 256u], 16u);
+    subgroupBarrier();
+    o0 += ld_s(fb, half, row, 0u); o1 += ld_s(fb, half, row, 8u);
+    o2 += ld_s(fb, half, row, 16u); o3 += ld_s(fb, half, row, 24u);
+    subgroupBarrier();
+    coopStore(acc2, &sf[fb], 16u);
+    coopStore(acc3, &sf[fb + 256u], 16u);
+    subgroupBarrier();
+    o4 += ld_s(fb, half, row, 0u); o5 += ld_s(fb, half, row, 8u);
+    o6 += ld_s(fb, half, row, 16u); o7 += ld_s(fb, half, row, 24u);
+    if (LO != 0u) {
+        subgroupBarrier();
+        coopStore(lo0, &sf[fb], 16u);
+        coopStore(lo1, &sf[fb + 256u], 16u);
+        subgroupBarrier();
+        o0 += ld_s(fb, half, row, 0u) * LO_UNSCALE; o1 += ld_s(fb, half, row, 8u) * LO_UNSCALE;
+        o2 += ld_s(fb, half, row, 16u) * LO_UNSCALE; o3 += ld_s(fb, half, row, 24u) * LO_UNSCALE;
+        subgroupBarrier();
+        coopStore(lo2, &sf[fb], 16u);
+        coopStore(lo3, &sf[fb + 256u], 16u);
+        subgroupBarrier();
+        o4 += ld_s(fb, half, row, 0u) * LO_UNSCALE; o5 += ld_s(fb, half, row, 8u) * LO_UNSCALE;
+        o6 += ld_s(fb, half, row, 16u) * LO_UNSCALE; o7 += ld_s(fb, half, row, 24u) * LO_UNSCALE;
+    }
+    let lsum = l + subgroupShuffleXor(l, 16u);
     let inv = select(0.0, 1.0 / lsum, lsum > 0.0);
     if (i < n) {
-        let c0 = half * 32u;
-        store4(base + i * d, c0, d, o0 * inv);
-        store4(base + i * d, c0 + 4u, d, o1 * inv);
-        store4(base + i * d, c0 + 8u, d, o2 * inv);
-        store4(base + i * d, c0 + 12u, d, o3 * inv);
-        store4(base + i * d, c0 + 16u, d, o4 * inv);
-        store4(base + i * d, c0 + 20u, d, o5 * inv);
-        store4(base + i * d, c0 + 24u, d, o6 * inv);
-        store4(base + i * d, c0 + 28u, d, o7 * inv);
+        let ob = base + i * d;
+        st_o(ob, d, half, 0u, o0 * inv);
+        st_o(ob, d, half, 8u, o1 * inv);
+        st_o(ob, d, half, 16u, o2 * inv);
+        st_o(ob, d, half, 24u, o3 * inv);
+        st_o(ob, d, half, 32u, o4 * inv);
+        st_o(ob, d, half, 40u, o5 * inv);
+        st_o(ob, d, half, 48u, o6 * inv);
+        st_o(ob, d, half, 56u, o7 * inv);
     }
 }
 
-fn ld4(e: u32) -> vec4<f32> {
-    return vec4<f32>(ss[e], ss[e + 1u], ss[e + 2u], ss[e + 3u]);
+// Half h of the block's scores for this subgroup (keys 32h .. 32h+31): two tiles of 16 keys,
+// stored column-major to sf ([key][row]).
+fn s_half(h: u32, d16: u32, fb: u32, qa0: coop_mat16x16<f16, A>, qa1: coop_mat16x16<f16, A>,
+          qa2: coop_mat16x16<f16, A>, qa3: coop_mat16x16<f16, A>, zero: coop_mat16x16<f32, C>) {
+    for (var nt = 0u; nt < 2u; nt++) {
+        let kp = (h * 32u + nt * 16u) * KP;
+        var acc = coopMultiplyAdd(qa0, coopLoad<coop_mat16x16<f16, B>>(&ks[kp], KP), zero);
+        if (d16 > 1u) {
+            acc = coopMultiplyAdd(qa1, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 16u], KP), acc);
+        }
+        if (d16 > 2u) {
+            acc = coopMultiplyAdd(qa2, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 32u], KP), acc);
+        }
+        if (d16 > 3u) {
+            acc = coopMultiplyAdd(qa3, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 48u], KP), acc);
+        }
+        coopStore(acc, &sf[fb + nt * 256u], 16u);
+    }
 }
 
-// P as hi + lo f16 parts. The rounding goes through pack2x16float/unpack2x16float so that no
-// compiler folds f32(f16(p)) back to p (which would make lo zero).
-fn store_p(e: u32, p: vec4<f32>) {
-    let r = vec4<f32>(unpack2x16float(pack2x16float(p.xy)), unpack2x16float(pack2x16float(p.zw)));
+// Element e of this block's K (or V) rows: 8 halves at row e / d8, column 8 (e % d8); 0 past N.
+fn ld_k(kvb: u32, j0: u32, e: u32, n: u32, d8: u32) -> vec4<u32> {
+    let r = e / d8;
+    if (j0 + r >= n) {
+        return vec4<u32>(0u);
+    }
+    return k[kvb + j0 * d8 + e];
+}
+
+fn ld_v(kvb: u32, j0: u32, e: u32, n: u32, d8: u32) -> vec4<u32> {
+    let r = e / d8;
+    if (j0 + r >= n) {
+        return vec4<u32>(0u);
+    }
+    return v[kvb + j0 * d8 + e];
+}
+
+// Writes element e of K and V into ks and vs ([key][KP]).
+fn stage(e: u32, d8: u32, kx: vec4<u32>, vx: vec4<u32>) {
+    let a = (e / d8) * KP + (e % d8) * 8u;
+    let k01 = vec2<f16>(unpack2x16float(kx.x)); let k23 = vec2<f16>(unpack2x16float(kx.y));
+    let k45 = vec2<f16>(unpack2x16float(kx.z)); let k67 = vec2<f16>(unpack2x16float(kx.w));
+    ks[a] = k01.x; ks[a + 1u] = k01.y; ks[a + 2u] = k23.x; ks[a + 3u] = k23.y;
+    ks[a + 4u] = k45.x; ks[a + 5u] = k45.y; ks[a + 6u] = k67.x; ks[a + 7u] = k67.y;
+    let v01 = vec2<f16>(unpack2x16float(vx.x)); let v23 = vec2<f16>(unpack2x16float(vx.y));
+    let v45 = vec2<f16>(unpack2x16float(vx.z)); let v67 = vec2<f16>(unpack2x16float(vx.w));
+    vs[a] = v01.x; vs[a + 1u] = v01.y; vs[a + 2u] = v23.x; vs[a + 3u] = v23.y;
+    vs[a + 4u] = v45.x; vs[a + 5u] = v45.y; vs[a + 6u] = v67.x; vs[a + 7u] = v67.y;
+}
+
+// sf of row `row` at columns c + half, c + 2 + half, c + 4 + half, c + 6 + half ([column][row]:
+// the 32 lanes touch 32 different banks).
+fn ld_s(fb: u32, half: u32, row: u32, c: u32) -> vec4<f32> {
+    let e = fb + (c + half) * 16u + row;
+    return vec4<f32>(sf[e], sf[e + 32u], sf[e + 64u], sf[e + 96u]);
+}
+
+// x rounded to f16's 11 significant bits (in f16's normal range) by integer operations: a compiler
+// may fold f32(f16(x)) back to x — the H200's did, which silently made the low part zero.
+fn round_f16(x: vec4<f32>) -> vec4<f32> {
+    let u = bitcast<vec4<u32>>(x);
+    return bitcast<vec4<f32>>((u + vec4<u32>(0x1000u)) & vec4<u32>(0xFFFFE000u));
+}
+
+// P of row `row` at keys c + half, +2, +4, +6 as hi (sp) and, with LO, lo (sl) f16 parts.
+fn st_p(pb: u32, half: u32, row: u32, c: u32, p: vec4<f32>) {
+    let e = pb + (c + half) * 16u + row;
+    let r = round_f16(p);
     let hi = vec4<f16>(r);
-    let lo = vec4<f16>((p - r) * LO_SCALE);
-    ps[e] = hi.x;
-    ps[e + 1u] = hi.y;
-    ps[e + 2u] = hi.z;
-    ps[e + 3u] = hi.w;
-    pl[e] = lo.x;
-    pl[e + 1u] = lo.y;
-    pl[e + 2u] = lo.z;
-    pl[e + 3u] = lo.w;
+    sp[e] = hi.x;
+    sp[e + 32u] = hi.y;
+    sp[e + 64u] = hi.z;
+    sp[e + 96u] = hi.w;
+    if (LO != 0u) {
+        let lo = vec4<f16>((p - r) * LO_SCALE);
+        sl[e] = lo.x;
+        sl[e + 32u] = lo.y;
+        sl[e + 64u] = lo.z;
+        sl[e + 96u] = lo.w;
+    }
 }
 
-// Output columns c .. c+3 of one row (PACK elements per store), skipping those past D.
-fn store4(row: u32, c: u32, d: u32, x: vec4<f32>) {
-    for (var k2 = 0u; k2 < 4u; k2 += PACK) {
-        if (c + k2 < d) {
-            let e = row + c + k2;
-            o[e / PACK] = pack(x[k2], x[min(k2 + 1u, 3u)]);
+// O of one row at columns c + half, +2, +4, +6, skipping those past D.
+fn st_o(ob: u32, d: u32, half: u32, c: u32, x: vec4<f32>) {
+    for (var k2 = 0u; k2 < 4u; k2++) {
+        let col = c + half + 2u * k2;
+        if (col < d) {
+            o[ob + col] = pack(x[k2], x[k2]);
         }
     }
 }

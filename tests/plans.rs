@@ -369,3 +369,45 @@ fn forced_tiles_are_checked_by_the_builder() {
         Err(Error::Incompatible { .. })
     ));
 }
+
+#[test]
+fn coop_plan_states_its_shape_limits_and_pads_its_inputs() {
+    let mut c = caps().with_shader_features(variants::SHADER_FEATURES);
+    c.backend = "vulkan".into();
+    c.subgroup_min_size = 32;
+    c.subgroup_max_size = 32;
+    c.max_workgroup_storage = 49152;
+    let mut p = Problem::new(2, 3, 100, 40, true, 0);
+    p.dtype = attn_wgpu::problem::DType::F16;
+    let why = variants::plan("tiled-coop", &p, &c)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        why.contains("16, 32, 48 or 64") && why.contains("40"),
+        "{why}"
+    );
+    p.head_dim = 64;
+    let plan = variants::plan("tiled-coop", &p, &c).unwrap();
+    // Q, K and V get room for one more 64-row block (f16: 2 bytes), O does not.
+    let qkv = 2 * 3 * 100 * 64 * 2;
+    for name in ["Q", "K", "V"] {
+        assert_eq!(
+            plan.buffer(name).unwrap().bytes,
+            qkv + 64 * 64 * 2,
+            "{name}"
+        );
+    }
+    assert_eq!(plan.buffer("O").unwrap().bytes, qkv);
+    let cfg = |k: &str| plan.config.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+    assert_eq!(
+        cfg("workgroup_storage_bytes"),
+        Some(tiled::COOP_STORAGE as f64)
+    );
+    assert!(cfg("LO").is_some() && cfg("TAU").is_some());
+    // 16-wide subgroups: refused with the reason.
+    c.subgroup_min_size = 16;
+    let why = variants::plan("tiled-coop", &p, &c)
+        .unwrap_err()
+        .to_string();
+    assert!(why.contains("32-wide"), "{why}");
+}

@@ -64,6 +64,8 @@ pub struct AdapterCaps {
     pub timestamps: bool,
     pub f16: bool,
     pub subgroups: bool,
+    /// `subgroupBarrier()` (Features::SUBGROUP_BARRIER).
+    pub subgroup_barrier: bool,
     pub subgroup_min_size: u32,
     pub subgroup_max_size: u32,
     pub cooperative_matrix: bool,
@@ -80,10 +82,8 @@ impl AdapterCaps {
     pub fn shader_features(&self) -> wgpu::Features {
         let mut f = wgpu::Features::empty();
         f.set(wgpu::Features::SHADER_F16, self.f16);
-        f.set(
-            wgpu::Features::SUBGROUP | wgpu::Features::SUBGROUP_BARRIER,
-            self.subgroups,
-        );
+        f.set(wgpu::Features::SUBGROUP, self.subgroups);
+        f.set(wgpu::Features::SUBGROUP_BARRIER, self.subgroup_barrier);
         f.set(
             wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
             self.cooperative_matrix,
@@ -95,6 +95,7 @@ impl AdapterCaps {
     pub fn with_shader_features(mut self, f: wgpu::Features) -> Self {
         self.f16 = f.contains(wgpu::Features::SHADER_F16);
         self.subgroups = f.contains(wgpu::Features::SUBGROUP);
+        self.subgroup_barrier = f.contains(wgpu::Features::SUBGROUP_BARRIER);
         self.cooperative_matrix = f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
         if self.subgroups && self.subgroup_min_size == 0 {
             // Any size wgpu allows; plan builders that care read min/max.
@@ -113,6 +114,7 @@ impl AdapterCaps {
             timestamps: f.contains(wgpu::Features::TIMESTAMP_QUERY),
             f16: f.contains(wgpu::Features::SHADER_F16),
             subgroups: f.contains(wgpu::Features::SUBGROUP),
+            subgroup_barrier: f.contains(wgpu::Features::SUBGROUP_BARRIER),
             subgroup_min_size: info.subgroup_min_size,
             subgroup_max_size: info.subgroup_max_size,
             cooperative_matrix: f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
@@ -133,6 +135,7 @@ impl AdapterCaps {
             timestamps: true,
             f16: false,
             subgroups: false,
+            subgroup_barrier: false,
             subgroup_min_size: 0,
             subgroup_max_size: 0,
             cooperative_matrix: false,
@@ -318,6 +321,7 @@ impl Gpu {
         caps.timestamps = f.contains(wgpu::Features::TIMESTAMP_QUERY);
         caps.f16 = f.contains(wgpu::Features::SHADER_F16);
         caps.subgroups = f.contains(wgpu::Features::SUBGROUP);
+        caps.subgroup_barrier = f.contains(wgpu::Features::SUBGROUP_BARRIER);
         caps.cooperative_matrix = f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
         let uncaptured = Arc::new(Mutex::new(Vec::new()));
         let sink = uncaptured.clone();

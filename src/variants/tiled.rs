@@ -289,10 +289,14 @@ pub fn build_subgroup(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
 }
 
 /// Workgroup storage of tiled_coop.wgsl (its header comment derives it).
-pub const COOP_STORAGE: u64 = 42496;
+pub const COOP_STORAGE: u64 = 43008;
+/// Rows (of Q) and keys (of K and V) past N that tiled_coop.wgsl's cooperative loads may read: the
+/// last query block and key block of a head are read whole.
+pub const COOP_PAD_ROWS: u64 = 64;
 
 /// `tiled-coop`: f16 attention on cooperative matrices (shaders/tiled_coop.wgsl): Q Kᵀ and P V as
-/// 16 x 16 x 16 f16 products with f32 accumulators, four 32-wide subgroups per workgroup.
+/// 16 x 16 x 16 f16 products with f32 accumulators, four independent 32-wide subgroups per
+/// workgroup.
 pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     if !caps.cooperative_matrix {
         return Err(
@@ -301,14 +305,15 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     }
     if caps.subgroup_min_size != 32 || caps.subgroup_max_size != 32 {
         return Err(format!(
-            "the kernel splits its 128 threads into four 32-wide subgroups; this adapter's subgroups \
-             are {}..{} wide",
+            "the kernel gives each 32-wide subgroup 16 rows (two lanes a row); this adapter's \
+             subgroups are {}..{} wide",
             caps.subgroup_min_size, caps.subgroup_max_size
         ));
     }
-    if p.head_dim > 64 {
+    if p.head_dim > 64 || p.head_dim % 16 != 0 {
         return Err(format!(
-            "the cooperative-matrix kernel stages at most D = 64 columns (got --head-dim {})",
+            "the cooperative-matrix kernel reads Q, K and V in 16 x 16 tiles straight from memory \
+             and keeps at most 4 of them a row: D must be 16, 32, 48 or 64 (got --head-dim {})",
             p.head_dim
         ));
     }
@@ -321,11 +326,24 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     let cfg = TileConfig {
         register_tiled: false,
         br: 64,
-        bc: 32,
+        bc: 64,
         d4: p.head_dim.div_ceil(4),
         dp: 0,
     };
     build_with(p, caps, cfg, "tiled-coop")
+}
+
+/// tiled_coop.wgsl's choices (see the kernel), as measured on the H200 at B8 H16 N1024 D64 causal
+/// f16 (results/h200/2026-12-02-v5/ab): P as hi + lo f16 parts (`LO` = 1: 592 µs, PASS; 0: 459 µs,
+/// fails the f16 tolerance), the lazy-rescale threshold (`TAU` = 8: 592 µs; 0, FlashAttention-2's
+/// rescale on every new maximum: 673 µs) and the register prefetch of the next K/V block
+/// (`PREFETCH` = 1: 592 µs; 0: 638 µs).
+fn coop_overrides() -> Vec<(String, f64)> {
+    vec![
+        ("LO".to_string(), 1.0),
+        ("TAU".to_string(), 8.0),
+        ("PREFETCH".to_string(), 1.0),
+    ]
 }
 
 fn build_with(
@@ -340,7 +358,13 @@ fn build_with(
     let d = p.head_dim as u64;
     let bh = p.bh();
     let qkv = p.qkv_bytes();
-    check_binding("Q/K/V", qkv, caps)?;
+    // tiled_coop.wgsl reads whole 64-row blocks of Q, K and V: room for them past the last head.
+    let padded = if variant == "tiled-coop" {
+        qkv + COOP_PAD_ROWS * d * e
+    } else {
+        qkv
+    };
+    check_binding("Q/K/V", padded, caps)?;
     let br = cfg.br as u64;
     let blocks = n.div_ceil(br);
     let x = check_grid("N / BR query blocks", blocks, caps)?;
@@ -377,7 +401,7 @@ fn build_with(
     let (shader, overrides) = if variant == "tiled-coop" {
         (
             kernel!("tiled_coop.wgsl" + "tiled_mask.wgsl", storage, mask_binding),
-            vec![],
+            coop_overrides(),
         )
     } else if subgroup {
         (
@@ -400,9 +424,9 @@ fn build_with(
         )
     };
     let mut buffers = vec![
-        buf("Q", qkv, Role::Input, false),
-        buf("K", qkv, Role::Input, false),
-        buf("V", qkv, Role::Input, false),
+        buf("Q", padded, Role::Input, false),
+        buf("K", padded, Role::Input, false),
+        buf("V", padded, Role::Input, false),
     ];
     let mut bindings = vec![
         bind("Q", Access::Read),
@@ -429,7 +453,7 @@ fn build_with(
             name: "attention".into(),
             shader,
             entry: "main",
-            overrides,
+            overrides: overrides.clone(),
             params,
             bindings,
             workgroups: [x, heads, 1],
@@ -450,14 +474,25 @@ fn build_with(
         }],
         output: "O".into(),
         config: {
-            vec![
+            let mut c = vec![
                 ("register_tiled".into(), cfg.register_tiled as u8 as f64),
                 ("BR".into(), cfg.br as f64),
                 ("BC".into(), cfg.bc as f64),
                 ("D4".into(), cfg.d4 as f64),
                 ("DP".into(), cfg.dp as f64),
-                ("workgroup_storage_bytes".into(), cfg.storage_bytes() as f64),
-            ]
+                (
+                    "workgroup_storage_bytes".into(),
+                    if variant == "tiled-coop" {
+                        COOP_STORAGE
+                    } else {
+                        cfg.storage_bytes()
+                    } as f64,
+                ),
+            ];
+            if variant == "tiled-coop" {
+                c.extend(overrides.iter().cloned());
+            }
+            c
         },
         notes,
         tile: None,
