@@ -81,8 +81,11 @@ fn in_place(
 }
 
 // `causal_rows`: the same causal masked_fill_ for the common case of no bias buffer and N % 4 == 0
-// (rows start on a vec4). The grid is rows x column chunks of 256 vec4, so a thread knows its row
-// without a division per element; threads left of the diagonal read and write nothing.
+// (rows start on a vec4). A workgroup owns ROWS consecutive rows of S (over the heads of this
+// dispatch); its threads start at the vec4 holding the diagonal, so nothing left of it is touched
+// and no thread divides per element.
+override ROWS: u32 = 1u;
+
 @compute @workgroup_size(256, 1, 1)
 fn causal_rows(
     @builtin(workgroup_id) wg: vec3<u32>,
@@ -91,20 +94,19 @@ fn causal_rows(
 ) {
     let n = params.seq;
     let n4 = n / 4u;
-    let chunks = (n4 + 255u) / 256u;
-    let g = linear_group(wg, nwg);
-    let row = g / chunks;               // row of S, over the heads of this dispatch
-    let c4 = (g % chunks) * 256u + li;  // vec4 column
-    if (row >= params.heads * n || c4 >= n4) {
-        return;
-    }
-    let i = row % n;
-    let j = c4 * 4u;
-    let idx = row * n4 + c4;
-    if (j > i) {
-        s[idx] = vec4<f32>(neg_inf());  // wholly above the diagonal: write, no read
-    } else if (j + 3u > i) {
-        let b = (vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u)) > vec4<u32>(i);
-        s[idx] = select(s[idx], vec4<f32>(neg_inf()), b);
+    let ninf = vec4<f32>(neg_inf());
+    let first = linear_group(wg, nwg) * ROWS;
+    for (var row = first; row < min(first + ROWS, params.heads * n); row++) {
+        let i = row % n;
+        for (var c4 = i / 4u + li; c4 < n4; c4 += 256u) {
+            let j = c4 * 4u;
+            let idx = row * n4 + c4;
+            if (j > i) {
+                s[idx] = ninf;  // wholly above the diagonal: write, no read
+            } else if (j + 3u > i) {
+                let b = (vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u)) > vec4<u32>(i);
+                s[idx] = select(s[idx], ninf, b);
+            }
+        }
     }
 }

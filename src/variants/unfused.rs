@@ -198,6 +198,9 @@ fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String
         };
         // Causal only: the row-structured kernel (no division per element) when rows are vec4s.
         let causal_rows = rows4 && p.causal && p.mask.bias.is_none();
+        // Rows of S per workgroup of `causal_rows` (mask.wgsl). On the H200 at B8 H16 N1024 f32
+        // (results/h200/2026-12-02-v5): 1 row 145.9 µs, 2 rows 91.9, 4 rows 95.6, 8 rows 103.4.
+        let mask_rows: u64 = 2;
         dispatches.push(Dispatch {
             name: "mask".into(),
             shader: kernel!("mask.wgsl", st, mask_binding),
@@ -206,11 +209,15 @@ fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String
             } else {
                 "in_place"
             },
-            overrides: vec![],
+            overrides: if causal_rows {
+                vec![("ROWS".to_string(), mask_rows as f64)]
+            } else {
+                vec![]
+            },
             params,
             bindings: mask_bindings,
             workgroups: if causal_rows {
-                grid_2d(count * n * (n / 4).div_ceil(EW_WG), max_dim)
+                grid_2d((count * n).div_ceil(mask_rows), max_dim)
             } else {
                 ew_grid
             },
