@@ -76,8 +76,9 @@ pub(crate) const DEFAULT_HEAD_DIM: u32 = 64;
 
 #[derive(Args)]
 struct RunArgs {
-    /// Variant to run: unfused, unfused-inplace, math, tiled; `all` (skips incompatible ones with
-    /// their reasons) or `auto` (the fastest compatible one by the documented rule).
+    /// Variant to run: unfused, unfused-inplace, math, tiled, tiled-subgroup, tiled-coop; `all`
+    /// (skips incompatible ones with their reasons) or `auto` (the fastest compatible one by the
+    /// documented rule). `attn-wgpu adapters` lists what each adapter can run.
     #[arg(long, default_value = "tiled")]
     variant: String,
     /// B (default 1; taken from --q when given).
