@@ -310,7 +310,7 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
             caps.subgroup_min_size, caps.subgroup_max_size
         ));
     }
-    if p.head_dim > 64 || p.head_dim % 16 != 0 {
+    if p.head_dim > 64 || !p.head_dim.is_multiple_of(16) {
         return Err(format!(
             "the cooperative-matrix kernel reads Q, K and V in 16 x 16 tiles straight from memory \
              and keeps at most 4 of them a row: D must be 16, 32, 48 or 64 (got --head-dim {})",
