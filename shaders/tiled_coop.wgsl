@@ -21,11 +21,10 @@ diagnostic(off, derivative_uniformity);
 //      (the first block of every row, and rarely after) are the P V accumulators flushed through
 //      `sf` into the lanes' f32 registers `o`, which are then rescaled by exp2(m_old - m_new).
 //      Otherwise the accumulators stay in the matrix registers from block to block;
-//   4. writes P as f16 to `sp` ([key][row]); with LO = 1 also its rounding error (P - hi) * 2^12 to
+//   4. writes P as f16 to `sp` ([key][row]) and, with LO > 0, its rounding error lo = P - hi to
 //      `sl`: P in one f16 keeps 11 bits, an error the f16 tolerance (inputs exact in f16,
 //      everything else f32) does not allow; hi + lo keeps ~22;
-//   5. accumulates P V (and P_lo V in a second set of accumulators, combined in plain f32 at the
-//      flush).
+//   5. accumulates P V as hi V + lo V (see LO for where lo V goes).
 // Cooperative loads: `coopLoadT` reads row-major, `coopLoad` column-major; Kᵀ is K read
 // column-major. The host checks D % 16 == 0, D <= 64 and 32-wide subgroups, and pads Q by 64 rows
 // (Q is read straight from device memory; rows past N are never written back).
@@ -43,7 +42,10 @@ const KP: u32 = 72u;   // row pitch (halves) of the staged K and V
 const LOG2E: f32 = 1.4426950408889634;
 const LO_SCALE: f32 = 4096.0;
 const LO_UNSCALE: f32 = 0.000244140625;
-// 1: P V with P as hi + lo f16 parts (two products); 0: P in one f16, as FlashAttention does.
+// How P enters P V: 0: P in one f16, as FlashAttention does (11 bits: fails the f16 tolerance);
+// 1: P = hi + lo f16 parts, lo scaled by 2^12 and accumulated apart (two products, a second set of
+// accumulators, combined in f32 at the flush); 2: lo unscaled (an f16 subnormal for small P) and
+// accumulated into the same accumulators (two products, no second set).
 override LO: u32 = 1u;
 // Rescale only when a row's block maximum exceeds its reference maximum by more than TAU (base 2);
 // 0: whenever it grows (FlashAttention-2's rule).
@@ -182,7 +184,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
             subgroupBarrier();
             o4 += ld_s(fb, half, row, 0u); o5 += ld_s(fb, half, row, 8u);
             o6 += ld_s(fb, half, row, 16u); o7 += ld_s(fb, half, row, 24u);
-            if (LO != 0u) {
+            if (LO == 1u) {
                 subgroupBarrier();
                 coopStore(lo0, &sf[fb], 16u);
                 coopStore(lo1, &sf[fb + 256u], 16u);
@@ -236,28 +238,36 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
             let vp = kk * 16u * KP;
             let vb0 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp], KP);
             acc0 = coopMultiplyAdd(ph, vb0, acc0);
-            if (LO != 0u) {
+            if (LO == 1u) {
                 lo0 = coopMultiplyAdd(pl, vb0, lo0);
+            } else if (LO == 2u) {
+                acc0 = coopMultiplyAdd(pl, vb0, acc0);
             }
             if (d16 > 1u) {
                 let vb1 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 16u], KP);
                 acc1 = coopMultiplyAdd(ph, vb1, acc1);
-                if (LO != 0u) {
+                if (LO == 1u) {
                     lo1 = coopMultiplyAdd(pl, vb1, lo1);
+                } else if (LO == 2u) {
+                    acc1 = coopMultiplyAdd(pl, vb1, acc1);
                 }
             }
             if (d16 > 2u) {
                 let vb2 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 32u], KP);
                 acc2 = coopMultiplyAdd(ph, vb2, acc2);
-                if (LO != 0u) {
+                if (LO == 1u) {
                     lo2 = coopMultiplyAdd(pl, vb2, lo2);
+                } else if (LO == 2u) {
+                    acc2 = coopMultiplyAdd(pl, vb2, acc2);
                 }
             }
             if (d16 > 3u) {
                 let vb3 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 48u], KP);
                 acc3 = coopMultiplyAdd(ph, vb3, acc3);
-                if (LO != 0u) {
+                if (LO == 1u) {
                     lo3 = coopMultiplyAdd(pl, vb3, lo3);
+                } else if (LO == 2u) {
+                    acc3 = coopMultiplyAdd(pl, vb3, acc3);
                 }
             }
         }
@@ -277,7 +287,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     subgroupBarrier();
     o4 += ld_s(fb, half, row, 0u); o5 += ld_s(fb, half, row, 8u);
     o6 += ld_s(fb, half, row, 16u); o7 += ld_s(fb, half, row, 24u);
-    if (LO != 0u) {
+    if (LO == 1u) {
         subgroupBarrier();
         coopStore(lo0, &sf[fb], 16u);
         coopStore(lo1, &sf[fb + 256u], 16u);
@@ -370,7 +380,8 @@ fn round_f16(x: vec4<f32>) -> vec4<f32> {
     return bitcast<vec4<f32>>((u + vec4<u32>(0x1000u)) & vec4<u32>(0xFFFFE000u));
 }
 
-// P of row `row` at keys c + half, +2, +4, +6 as hi (sp) and, with LO, lo (sl) f16 parts.
+// P of row `row` at keys c + half, +2, +4, +6 as hi (sp) and, with LO, lo (sl) f16 parts (scaled
+// by 2^12 when LO = 1).
 fn st_p(pb: u32, half: u32, row: u32, c: u32, p: vec4<f32>) {
     let e = pb + (c + half) * 16u + row;
     let r = round_f16(p);
@@ -380,7 +391,7 @@ fn st_p(pb: u32, half: u32, row: u32, c: u32, p: vec4<f32>) {
     sp[e + 64u] = hi.z;
     sp[e + 96u] = hi.w;
     if (LO != 0u) {
-        let lo = vec4<f16>((p - r) * LO_SCALE);
+        let lo = vec4<f16>(select(p - r, (p - r) * LO_SCALE, LO == 1u));
         sl[e] = lo.x;
         sl[e + 32u] = lo.y;
         sl[e + 64u] = lo.z;
