@@ -139,7 +139,8 @@ struct RunArgs {
     #[arg(long, default_value_t = 20)]
     reps: u32,
     /// Host-only forwards after the recorded ones: the same passes without timestamp queries,
-    /// timed on the host (encode + submit) to show the CPU cost without the profiler; 0 skips them.
+    /// timed on the host (encode + submit) to show the CPU cost without the profiler, run twice
+    /// over (each forward waited for, then all back to back with one wait); 0 skips them.
     #[arg(long, default_value_t = Schedule::DEFAULT_HOST_REPS)]
     host_reps: u32,
     /// Keep wgpu's injected index clamping in the shaders (on), or trust the kernels' own bounds

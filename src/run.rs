@@ -49,6 +49,10 @@ pub struct ForwardStats {
     /// The same span for the host-only forwards without timestamp queries (`Schedule::host_reps`);
     /// None when there were none.
     pub host_unprofiled_encode_submit_us: Option<Stats>,
+    /// The same span again for `Schedule::host_reps` forwards submitted back to back (one wait at
+    /// the end): the host cost per forward without the wake-up after a GPU wait; None when there
+    /// were none.
+    pub host_pipelined_encode_submit_us: Option<Stats>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -201,6 +205,7 @@ pub fn summarize(
                 .collect::<Vec<_>>(),
         ),
         host_unprofiled_encode_submit_us: Stats::of(&m.host_unprofiled_encode_submit_us),
+        host_pipelined_encode_submit_us: Stats::of(&m.host_pipelined_encode_submit_us),
     };
     let mem = memory(plan);
     let med = fwd.gpu_span_us.map(|s| s.median);

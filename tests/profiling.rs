@@ -1,7 +1,7 @@
 //! The profiling views on the software adapter, through the CLI as users run them: probe,
 //! run --trace (parsed: both lanes, a slice per dispatch), compare on two committed fixtures
-//! (expected cells), sweep (SVGs written), explain (the six answers), the unprofiled host samples
-//! of `run --host-reps`, and their bad input.
+//! (expected cells), sweep (SVGs written), explain (the six answers), the unprofiled and pipelined
+//! host samples of `run --host-reps`, and their bad input.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -230,8 +230,9 @@ fn compare_bad_files_exit_2_naming_the_file() {
     expect_error(&["compare"], 2, &["FILES"]);
 }
 
-/// `--host-reps K`: K host-only forwards without timestamp queries, their samples in the results
-/// file next to the profiled host figures, their median in the report. No timed assertion: the
+/// `--host-reps K`: K host-only forwards without timestamp queries each waited for, then K more
+/// submitted back to back, their samples in the results file next to the profiled host figures,
+/// their medians in the report; neither with K = 0. No timed assertion: the
 /// host cost is a measurement, not a property of the code.
 #[test]
 fn run_records_unprofiled_host_samples() {
@@ -259,16 +260,23 @@ fn run_records_unprofiled_host_samples() {
         assert_eq!(v["timing"]["host_reps"].as_u64(), Some(k));
         let r = &v["runs"][0];
         assert_eq!(r["status"], "ok", "{r}");
-        let samples = r["measurement"]["host_unprofiled_encode_submit_us"]
-            .as_array()
-            .expect("host_unprofiled_encode_submit_us array");
-        assert_eq!(samples.len() as u64, k, "{samples:?}");
-        for s in samples {
-            // serde_json writes a non-finite f64 as null, which as_f64 refuses.
-            let us = s.as_f64().expect("a number");
-            assert!(us.is_finite() && us > 0.0, "{us}");
+        // Waited for one by one, and back to back: the same count of raw samples each.
+        for field in [
+            "host_unprofiled_encode_submit_us",
+            "host_pipelined_encode_submit_us",
+        ] {
+            let samples = r["measurement"][field]
+                .as_array()
+                .unwrap_or_else(|| panic!("{field} array"));
+            assert_eq!(samples.len() as u64, k, "{field}: {samples:?}");
+            for s in samples {
+                // serde_json writes a non-finite f64 as null, which as_f64 refuses.
+                let us = s.as_f64().expect("a number");
+                assert!(us.is_finite() && us > 0.0, "{field}: {us}");
+            }
         }
         let stats = &r["forward"]["host_unprofiled_encode_submit_us"];
+        let pipelined = &r["forward"]["host_pipelined_encode_submit_us"];
         // The profiled figures are still there beside them.
         assert!(
             r["forward"]["host_encode_submit_us"]["median"]
@@ -278,16 +286,23 @@ fn run_records_unprofiled_host_samples() {
         );
         if k == 0 {
             assert!(stats.is_null(), "{stats}");
+            assert!(pipelined.is_null(), "{pipelined}");
             assert!(
-                text.contains("unprofiled median - (--host-reps 0)"),
+                text.contains("unprofiled median - (--host-reps 0), pipelined median -;"),
                 "{text}"
             );
         } else {
-            assert_eq!(stats["n"].as_u64(), Some(k));
-            let med = stats["median"].as_f64().unwrap();
-            assert!(med.is_finite() && med > 0.0);
+            for st in [stats, pipelined] {
+                assert_eq!(st["n"].as_u64(), Some(k), "{st}");
+                let med = st["median"].as_f64().unwrap();
+                assert!(med.is_finite() && med > 0.0, "{st}");
+            }
             assert!(
                 text.contains(&format!("{k} forwards without timestamp queries")),
+                "{text}"
+            );
+            assert!(
+                text.contains(&format!("{k} forwards back to back")),
                 "{text}"
             );
         }

@@ -23,8 +23,9 @@ pub struct Schedule {
     pub warmup: u32,
     pub reps: u32,
     /// Host-only forwards after the recorded ones: the same passes without timestamp queries,
-    /// each submitted and waited for, timed on the host only (`Measurement::host_unprofiled_*`).
-    /// 0 skips them.
+    /// timed on the host only, twice over: `host_reps` each submitted and waited for
+    /// (`Measurement::host_unprofiled_*`), then `host_reps` submitted back to back with one wait
+    /// at the end (`Measurement::host_pipelined_*`). 0 skips both.
     pub host_reps: u32,
 }
 
@@ -121,6 +122,12 @@ pub struct Measurement {
     /// timestamp writes, no query resolve). What a production forward costs the CPU, next to
     /// `ForwardSample::host_encode_submit_us`, which includes the measurement's own queries.
     pub host_unprofiled_encode_submit_us: Vec<f64>,
+    /// Host µs per forward of another `Schedule::host_reps` unprofiled forwards, encoded and
+    /// submitted back to back without waiting in between (one wait after the last), as a
+    /// production loop runs them. The same span as `host_unprofiled_encode_submit_us`, but the
+    /// thread never sleeps on the GPU between forwards, so it measures the host work rather than
+    /// the host work plus the CPU waking up (and clocking up) after a wait.
+    pub host_pipelined_encode_submit_us: Vec<f64>,
 }
 
 /// Composed shader sources live for the whole process (see `variants::compose`), so a source is
@@ -430,13 +437,25 @@ impl<'g> Runner<'g> {
             dur_us: t_rb.elapsed().as_secs_f64() * 1e6,
         };
         // 6. Host-only forwards, after the read-back so that `output` stays the last recorded
-        //    call's (they compute the same thing anyway).
+        //    call's (they compute the same thing anyway). First each one waited for, so every
+        //    forward starts from an idle queue as the profiled ones do...
         let mut host_unprofiled = Vec::with_capacity(schedule.host_reps as usize);
         for _ in 0..schedule.host_reps {
-            host_unprofiled.push(self.forward_unprofiled(plan, &prepared)?);
+            host_unprofiled.push(self.encode_submit_unprofiled(plan, &prepared));
+            gpu.wait("running an unprofiled forward")?;
+        }
+        // ... then back to back, one wait at the end: the thread stays busy on the host, as in a
+        // production loop, so the span is the host work without the wake-up after a GPU wait.
+        let mut host_pipelined = Vec::with_capacity(schedule.host_reps as usize);
+        for _ in 0..schedule.host_reps {
+            host_pipelined.push(self.encode_submit_unprofiled(plan, &prepared));
+        }
+        if schedule.host_reps > 0 {
+            gpu.wait("running pipelined unprofiled forwards")?;
         }
         Ok(Measurement {
             host_unprofiled_encode_submit_us: host_unprofiled,
+            host_pipelined_encode_submit_us: host_pipelined,
             readback,
             cold,
             warmup,
@@ -529,9 +548,9 @@ impl<'g> Runner<'g> {
 
     /// One forward as production code would record it: the same passes, pipelines and bind groups
     /// as [`Self::forward`], but no timestamp writes, no profiler and no query resolve. Returns the
-    /// host µs from creating the encoder to the return of `Queue::submit`; then waits for the GPU
-    /// (outside the span), so that every forward starts from an idle queue as the profiled ones do.
-    fn forward_unprofiled(&self, plan: &Plan, prep: &Prepared) -> Result<f64> {
+    /// host µs from creating the encoder to the return of `Queue::submit`, and does not wait: the
+    /// caller decides whether the next forward starts from an idle queue or queues behind it.
+    fn encode_submit_unprofiled(&self, plan: &Plan, prep: &Prepared) -> f64 {
         let gpu = self.gpu;
         let t0 = Instant::now();
         let mut encoder = gpu
@@ -548,9 +567,7 @@ impl<'g> Runner<'g> {
             pass.dispatch_workgroups(x, y, z);
         }
         gpu.queue.submit([encoder.finish()]);
-        let t1 = Instant::now();
-        gpu.wait("running an unprofiled forward")?;
-        Ok((t1 - t0).as_secs_f64() * 1e6)
+        t0.elapsed().as_secs_f64() * 1e6
     }
 
     /// Reads the first `bytes` bytes of `src` (the buffer itself is padded to 16 bytes).
