@@ -53,6 +53,8 @@ pub struct ForwardStats {
     /// the end): the host cost per forward without the wake-up after a GPU wait; None when there
     /// were none.
     pub host_pipelined_encode_submit_us: Option<Stats>,
+    /// The encoding part of those (before `Queue::submit`).
+    pub host_pipelined_encode_us: Option<Stats>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -206,6 +208,7 @@ pub fn summarize(
         ),
         host_unprofiled_encode_submit_us: Stats::of(&m.host_unprofiled_encode_submit_us),
         host_pipelined_encode_submit_us: Stats::of(&m.host_pipelined_encode_submit_us),
+        host_pipelined_encode_us: Stats::of(&m.host_pipelined_encode_us),
     };
     let mem = memory(plan);
     let med = fwd.gpu_span_us.map(|s| s.median);

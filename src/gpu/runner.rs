@@ -128,6 +128,9 @@ pub struct Measurement {
     /// thread never sleeps on the GPU between forwards, so it measures the host work rather than
     /// the host work plus the CPU waking up (and clocking up) after a wait.
     pub host_pipelined_encode_submit_us: Vec<f64>,
+    /// The encoding part of those (creating the encoder to `finish`): a driver whose submit blocks
+    /// until the previous submission finished (lavapipe does) shows GPU time in the submit part.
+    pub host_pipelined_encode_us: Vec<f64>,
 }
 
 /// Composed shader sources live for the whole process (see `variants::compose`), so a source is
@@ -441,14 +444,17 @@ impl<'g> Runner<'g> {
         //    forward starts from an idle queue as the profiled ones do...
         let mut host_unprofiled = Vec::with_capacity(schedule.host_reps as usize);
         for _ in 0..schedule.host_reps {
-            host_unprofiled.push(self.encode_submit_unprofiled(plan, &prepared));
+            host_unprofiled.push(self.encode_submit_unprofiled(plan, &prepared).1);
             gpu.wait("running an unprofiled forward")?;
         }
         // ... then back to back, one wait at the end: the thread stays busy on the host, as in a
         // production loop, so the span is the host work without the wake-up after a GPU wait.
         let mut host_pipelined = Vec::with_capacity(schedule.host_reps as usize);
+        let mut host_pipelined_encode = Vec::with_capacity(schedule.host_reps as usize);
         for _ in 0..schedule.host_reps {
-            host_pipelined.push(self.encode_submit_unprofiled(plan, &prepared));
+            let (encode, total) = self.encode_submit_unprofiled(plan, &prepared);
+            host_pipelined_encode.push(encode);
+            host_pipelined.push(total);
         }
         if schedule.host_reps > 0 {
             gpu.wait("running pipelined unprofiled forwards")?;
@@ -456,6 +462,7 @@ impl<'g> Runner<'g> {
         Ok(Measurement {
             host_unprofiled_encode_submit_us: host_unprofiled,
             host_pipelined_encode_submit_us: host_pipelined,
+            host_pipelined_encode_us: host_pipelined_encode,
             readback,
             cold,
             warmup,
@@ -550,7 +557,8 @@ impl<'g> Runner<'g> {
     /// as [`Self::forward`], but no timestamp writes, no profiler and no query resolve. Returns the
     /// host µs from creating the encoder to the return of `Queue::submit`, and does not wait: the
     /// caller decides whether the next forward starts from an idle queue or queues behind it.
-    fn encode_submit_unprofiled(&self, plan: &Plan, prep: &Prepared) -> f64 {
+    /// Encodes and submits one forward without queries; returns (encode µs, encode + submit µs).
+    fn encode_submit_unprofiled(&self, plan: &Plan, prep: &Prepared) -> (f64, f64) {
         let gpu = self.gpu;
         let t0 = Instant::now();
         let mut encoder = gpu
@@ -566,8 +574,10 @@ impl<'g> Runner<'g> {
             let [x, y, z] = d.workgroups;
             pass.dispatch_workgroups(x, y, z);
         }
-        gpu.queue.submit([encoder.finish()]);
-        t0.elapsed().as_secs_f64() * 1e6
+        let cmd = encoder.finish();
+        let encoded = t0.elapsed().as_secs_f64() * 1e6;
+        gpu.queue.submit([cmd]);
+        (encoded, t0.elapsed().as_secs_f64() * 1e6)
     }
 
     /// Reads the first `bytes` bytes of `src` (the buffer itself is padded to 16 bytes).

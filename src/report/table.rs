@@ -120,8 +120,13 @@ pub fn variant(r: &VariantRun) -> String {
             };
             let pipelined = match f.host_pipelined_encode_submit_us {
                 Some(p) => format!(
-                    "{:.1} µs (p10 {:.1}, p90 {:.1}; {} forwards back to back)",
-                    p.median, p.p10, p.p90, p.n
+                    "{:.1} µs (p10 {:.1}, p90 {:.1}; {} forwards back to back; encoding alone {})",
+                    p.median,
+                    p.p10,
+                    p.p90,
+                    p.n,
+                    f.host_pipelined_encode_us
+                        .map_or("-".to_string(), |e| format!("{:.1} µs", e.median))
                 ),
                 None => "-".into(),
             };
