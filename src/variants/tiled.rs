@@ -341,7 +341,7 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
 /// (`PREFETCH` = 1: 592 µs; 0: 638 µs).
 fn coop_overrides() -> Vec<(String, f64)> {
     vec![
-        ("LO".to_string(), 1.0),
+        ("LO".to_string(), 2.0),
         ("TAU".to_string(), 8.0),
         ("PREFETCH".to_string(), 1.0),
     ]
