@@ -18,13 +18,13 @@ diagnostic(off, derivative_uniformity);
 //   3. lazy rescaling (FlashAttention-4's trick): the row keeps a reference maximum m and
 //      P = exp2(S - m) is used as it is while the block's maximum exceeds m by at most TAU (in base
 //      2: P <= 2^TAU, well inside f16's range). Only when some row of the subgroup needs a larger m
-//      (the first block of every row, and rarely after) are the P V accumulators flushed through
-//      `sf` into the lanes' f32 registers `o`, which are then rescaled by exp2(m_old - m_new).
-//      Otherwise the accumulators stay in the matrix registers from block to block;
+//      (rarely, after its first allowed keys) are the P V accumulators rescaled, in place through
+//      `sf` (a matrix cannot be scaled row by row). They stay in the matrix registers from block to
+//      block and reach `sf` once more at the end, to be divided by the row sums and written out;
 //   4. writes P as f16 to `sp` ([key][row]) and, with LO > 0, its rounding error lo = P - hi to
 //      `sl`: P in one f16 keeps 11 bits, an error the f16 tolerance (inputs exact in f16,
 //      everything else f32) does not allow; hi + lo keeps ~22;
-//   5. accumulates P V as hi V + lo V (see LO for where lo V goes).
+//   5. accumulates P V as hi V + lo V into the same accumulators.
 // Cooperative loads: `coopLoadT` reads row-major, `coopLoad` column-major; Kᵀ is K read
 // column-major. The host checks D % 16 == 0, D <= 64 and 32-wide subgroups, and pads Q by 64 rows
 // (Q is read straight from device memory; rows past N are never written back).
@@ -40,13 +40,11 @@ const BR: u32 = 64u;   // rows per workgroup: 16 per subgroup
 const BC: u32 = 64u;   // keys per block
 const KP: u32 = 72u;   // row pitch (halves) of the staged K and V
 const LOG2E: f32 = 1.4426950408889634;
-const LO_SCALE: f32 = 4096.0;
-const LO_UNSCALE: f32 = 0.000244140625;
 // How P enters P V: 0: P in one f16, as FlashAttention does (11 bits: fails the f16 tolerance);
-// 1: P = hi + lo f16 parts, lo scaled by 2^12 and accumulated apart (two products, a second set of
-// accumulators, combined in f32 at the flush); 2: lo unscaled (an f16 subnormal for small P) and
-// accumulated into the same accumulators (two products, no second set).
-override LO: u32 = 1u;
+// 2: P = hi + lo f16 parts (lo an f16 subnormal for small P), both products into the same
+// accumulators. (1, lo scaled by 2^12 into a second set of accumulators, was measured slower on the
+// H200 and removed: results/h200/2026-12-02-v6.)
+override LO: u32 = 2u;
 // Rescale only when a row's block maximum exceeds its reference maximum by more than TAU (base 2);
 // 0: whenever it grows (FlashAttention-2's rule).
 override TAU: f32 = 8.0;
@@ -105,10 +103,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     }
 
     var acc0 = zero; var acc1 = zero; var acc2 = zero; var acc3 = zero;
-    var lo0 = zero; var lo1 = zero; var lo2 = zero; var lo3 = zero;
-    // This lane's output columns 2c + half, c = 0..31 (o_k holds c = 4k .. 4k+3), relative to m.
-    var o0 = vec4<f32>(0.0); var o1 = vec4<f32>(0.0); var o2 = vec4<f32>(0.0); var o3 = vec4<f32>(0.0);
-    var o4 = vec4<f32>(0.0); var o5 = vec4<f32>(0.0); var o6 = vec4<f32>(0.0); var o7 = vec4<f32>(0.0);
     var m = ninf;  // the row's reference maximum (base 2)
     var l = 0.0;   // this lane's share of the row's sum of P, relative to m
 
@@ -169,45 +163,33 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
                      max(max(max4(x4), max4(x5)), max(max4(x6), max4(x7))));
         bm = max(bm, subgroupShuffleXor(bm, 16u));
 
-        // 3. Lazy rescale: flush the accumulators (two tiles at a time through sf), rescale.
+        // 3. Lazy rescale. Rows whose block maximum exceeds the reference by more than TAU move
+        //    it: alpha = exp2(m_old - m_new) (0 before the row's first allowed key). The P V
+        //    accumulators, relative to the old m, are rescaled in place through sf (a matrix cannot
+        //    be scaled row by row), unless no row of the subgroup has accumulated anything yet.
         let need = bm > m + TAU;
         if (subgroupAny(need)) {
-            subgroupBarrier();  // every lane has read its scores from sf
-            coopStore(acc0, &sf[fb], 16u);
-            coopStore(acc1, &sf[fb + 256u], 16u);
-            subgroupBarrier();
-            o0 += ld_s(fb, half, row, 0u); o1 += ld_s(fb, half, row, 8u);
-            o2 += ld_s(fb, half, row, 16u); o3 += ld_s(fb, half, row, 24u);
-            subgroupBarrier();
-            coopStore(acc2, &sf[fb], 16u);
-            coopStore(acc3, &sf[fb + 256u], 16u);
-            subgroupBarrier();
-            o4 += ld_s(fb, half, row, 0u); o5 += ld_s(fb, half, row, 8u);
-            o6 += ld_s(fb, half, row, 16u); o7 += ld_s(fb, half, row, 24u);
-            if (LO == 1u) {
+            let alpha = select(1.0, exp2(m - bm), need);
+            if (subgroupAny(need && m > ninf)) {
+                subgroupBarrier();  // every lane has read its scores from sf
+                coopStore(acc0, &sf[fb], 16u);
+                coopStore(acc1, &sf[fb + 256u], 16u);
                 subgroupBarrier();
-                coopStore(lo0, &sf[fb], 16u);
-                coopStore(lo1, &sf[fb + 256u], 16u);
+                scale_s(fb, half, row, alpha);
                 subgroupBarrier();
-                o0 += ld_s(fb, half, row, 0u) * LO_UNSCALE; o1 += ld_s(fb, half, row, 8u) * LO_UNSCALE;
-                o2 += ld_s(fb, half, row, 16u) * LO_UNSCALE; o3 += ld_s(fb, half, row, 24u) * LO_UNSCALE;
+                acc0 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb], 16u);
+                acc1 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb + 256u], 16u);
                 subgroupBarrier();
-                coopStore(lo2, &sf[fb], 16u);
-                coopStore(lo3, &sf[fb + 256u], 16u);
+                coopStore(acc2, &sf[fb], 16u);
+                coopStore(acc3, &sf[fb + 256u], 16u);
                 subgroupBarrier();
-                o4 += ld_s(fb, half, row, 0u) * LO_UNSCALE; o5 += ld_s(fb, half, row, 8u) * LO_UNSCALE;
-                o6 += ld_s(fb, half, row, 16u) * LO_UNSCALE; o7 += ld_s(fb, half, row, 24u) * LO_UNSCALE;
+                scale_s(fb, half, row, alpha);
+                subgroupBarrier();
+                acc2 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb], 16u);
+                acc3 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb + 256u], 16u);
             }
-            acc0 = zero; acc1 = zero; acc2 = zero; acc3 = zero;
-            lo0 = zero; lo1 = zero; lo2 = zero; lo3 = zero;
-            if (need) {
-                // m = -inf before the row's first allowed key: alpha = 0 (o and l are 0 anyway).
-                let alpha = exp2(m - bm);
-                m = bm;
-                l *= alpha;
-                o0 *= alpha; o1 *= alpha; o2 *= alpha; o3 *= alpha;
-                o4 *= alpha; o5 *= alpha; o6 *= alpha; o7 *= alpha;
-            }
+            m = select(m, bm, need);
+            l *= alpha;
         }
 
         // 4. P = exp2(S - m) (0 while the row has seen no allowed key), hi and lo parts.
@@ -238,81 +220,59 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
             let vp = kk * 16u * KP;
             let vb0 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp], KP);
             acc0 = coopMultiplyAdd(ph, vb0, acc0);
-            if (LO == 1u) {
-                lo0 = coopMultiplyAdd(pl, vb0, lo0);
-            } else if (LO == 2u) {
+            if (LO != 0u) {
                 acc0 = coopMultiplyAdd(pl, vb0, acc0);
             }
             if (d16 > 1u) {
                 let vb1 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 16u], KP);
                 acc1 = coopMultiplyAdd(ph, vb1, acc1);
-                if (LO == 1u) {
-                    lo1 = coopMultiplyAdd(pl, vb1, lo1);
-                } else if (LO == 2u) {
+                if (LO != 0u) {
                     acc1 = coopMultiplyAdd(pl, vb1, acc1);
                 }
             }
             if (d16 > 2u) {
                 let vb2 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 32u], KP);
                 acc2 = coopMultiplyAdd(ph, vb2, acc2);
-                if (LO == 1u) {
-                    lo2 = coopMultiplyAdd(pl, vb2, lo2);
-                } else if (LO == 2u) {
+                if (LO != 0u) {
                     acc2 = coopMultiplyAdd(pl, vb2, acc2);
                 }
             }
             if (d16 > 3u) {
                 let vb3 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 48u], KP);
                 acc3 = coopMultiplyAdd(ph, vb3, acc3);
-                if (LO == 1u) {
-                    lo3 = coopMultiplyAdd(pl, vb3, lo3);
-                } else if (LO == 2u) {
+                if (LO != 0u) {
                     acc3 = coopMultiplyAdd(pl, vb3, acc3);
                 }
             }
         }
     }
 
-    // The last flush, then O / l with the row's sum split over the two partner lanes; no allowed
-    // key at all: 0 (SDPA's way).
+    // O = accumulators / l, with the row's sum split over the two partner lanes; no allowed key
+    // at all: 0 (SDPA's way). Through sf, two tiles (32 columns) at a time.
+    let lsum = l + subgroupShuffleXor(l, 16u);
+    let inv = select(0.0, 1.0 / lsum, lsum > 0.0);
+    let ob = base + i * d;
     subgroupBarrier();
     coopStore(acc0, &sf[fb], 16u);
     coopStore(acc1, &sf[fb + 256u], 16u);
     subgroupBarrier();
-    o0 += ld_s(fb, half, row, 0u); o1 += ld_s(fb, half, row, 8u);
-    o2 += ld_s(fb, half, row, 16u); o3 += ld_s(fb, half, row, 24u);
-    subgroupBarrier();
-    coopStore(acc2, &sf[fb], 16u);
-    coopStore(acc3, &sf[fb + 256u], 16u);
-    subgroupBarrier();
-    o4 += ld_s(fb, half, row, 0u); o5 += ld_s(fb, half, row, 8u);
-    o6 += ld_s(fb, half, row, 16u); o7 += ld_s(fb, half, row, 24u);
-    if (LO == 1u) {
-        subgroupBarrier();
-        coopStore(lo0, &sf[fb], 16u);
-        coopStore(lo1, &sf[fb + 256u], 16u);
-        subgroupBarrier();
-        o0 += ld_s(fb, half, row, 0u) * LO_UNSCALE; o1 += ld_s(fb, half, row, 8u) * LO_UNSCALE;
-        o2 += ld_s(fb, half, row, 16u) * LO_UNSCALE; o3 += ld_s(fb, half, row, 24u) * LO_UNSCALE;
-        subgroupBarrier();
-        coopStore(lo2, &sf[fb], 16u);
-        coopStore(lo3, &sf[fb + 256u], 16u);
-        subgroupBarrier();
-        o4 += ld_s(fb, half, row, 0u) * LO_UNSCALE; o5 += ld_s(fb, half, row, 8u) * LO_UNSCALE;
-        o6 += ld_s(fb, half, row, 16u) * LO_UNSCALE; o7 += ld_s(fb, half, row, 24u) * LO_UNSCALE;
-    }
-    let lsum = l + subgroupShuffleXor(l, 16u);
-    let inv = select(0.0, 1.0 / lsum, lsum > 0.0);
     if (i < n) {
-        let ob = base + i * d;
-        st_o(ob, d, half, 0u, o0 * inv);
-        st_o(ob, d, half, 8u, o1 * inv);
-        st_o(ob, d, half, 16u, o2 * inv);
-        st_o(ob, d, half, 24u, o3 * inv);
-        st_o(ob, d, half, 32u, o4 * inv);
-        st_o(ob, d, half, 40u, o5 * inv);
-        st_o(ob, d, half, 48u, o6 * inv);
-        st_o(ob, d, half, 56u, o7 * inv);
+        st_o(ob, d, half, 0u, ld_s(fb, half, row, 0u) * inv);
+        st_o(ob, d, half, 8u, ld_s(fb, half, row, 8u) * inv);
+        st_o(ob, d, half, 16u, ld_s(fb, half, row, 16u) * inv);
+        st_o(ob, d, half, 24u, ld_s(fb, half, row, 24u) * inv);
+    }
+    if (d16 > 2u) {
+        subgroupBarrier();
+        coopStore(acc2, &sf[fb], 16u);
+        coopStore(acc3, &sf[fb + 256u], 16u);
+        subgroupBarrier();
+        if (i < n) {
+            st_o(ob, d, half, 32u, ld_s(fb, half, row, 0u) * inv);
+            st_o(ob, d, half, 40u, ld_s(fb, half, row, 8u) * inv);
+            st_o(ob, d, half, 48u, ld_s(fb, half, row, 16u) * inv);
+            st_o(ob, d, half, 56u, ld_s(fb, half, row, 24u) * inv);
+        }
     }
 }
 
@@ -373,6 +333,14 @@ fn ld_s(fb: u32, half: u32, row: u32, c: u32) -> vec4<f32> {
     return vec4<f32>(sf[e], sf[e + 32u], sf[e + 64u], sf[e + 96u]);
 }
 
+// Multiplies this lane's 16 elements of sf (row `row`, columns 2c + half) by a.
+fn scale_s(fb: u32, half: u32, row: u32, a: f32) {
+    for (var c = 0u; c < 32u; c += 2u) {
+        let e = fb + (c + half) * 16u + row;
+        sf[e] *= a;
+    }
+}
+
 // x rounded to f16's 11 significant bits (in f16's normal range) by integer operations: a compiler
 // may fold f32(f16(x)) back to x — the H200's did, which silently made the low part zero.
 fn round_f16(x: vec4<f32>) -> vec4<f32> {
@@ -380,8 +348,7 @@ fn round_f16(x: vec4<f32>) -> vec4<f32> {
     return bitcast<vec4<f32>>((u + vec4<u32>(0x1000u)) & vec4<u32>(0xFFFFE000u));
 }
 
-// P of row `row` at keys c + half, +2, +4, +6 as hi (sp) and, with LO, lo (sl) f16 parts (scaled
-// by 2^12 when LO = 1).
+// P of row `row` at keys c + half, +2, +4, +6 as hi (sp) and, with LO, lo (sl) f16 parts.
 fn st_p(pb: u32, half: u32, row: u32, c: u32, p: vec4<f32>) {
     let e = pb + (c + half) * 16u + row;
     let r = round_f16(p);
@@ -391,7 +358,7 @@ fn st_p(pb: u32, half: u32, row: u32, c: u32, p: vec4<f32>) {
     sp[e + 64u] = hi.z;
     sp[e + 96u] = hi.w;
     if (LO != 0u) {
-        let lo = vec4<f16>(select(p - r, (p - r) * LO_SCALE, LO == 1u));
+        let lo = vec4<f16>(p - r);
         sl[e] = lo.x;
         sl[e + 32u] = lo.y;
         sl[e + 64u] = lo.z;
