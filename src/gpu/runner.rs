@@ -486,16 +486,13 @@ impl<'g> Runner<'g> {
             // an empty one allocates nothing. Results come back in the order the queries were
             // ended (one level, no nesting), which is dispatch order; see below.
             let query = self.profiler.begin_pass_query("", &mut encoder);
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some(&d.name),
-                    timestamp_writes: query.compute_pass_timestamp_writes(),
-                });
-                pass.set_pipeline(&prep.pipelines[i]);
-                pass.set_bind_group(0, &prep.bind_groups[i], &[]);
-                let [x, y, z] = d.workgroups;
-                pass.dispatch_workgroups(x, y, z);
-            }
+            record_pass(
+                &mut encoder,
+                d,
+                prep,
+                i,
+                query.compute_pass_timestamp_writes(),
+            );
             self.profiler.end_query(&mut encoder, query);
         }
         self.profiler.resolve_queries(&mut encoder);
@@ -555,9 +552,9 @@ impl<'g> Runner<'g> {
 
     /// One forward as production code would record it: the same passes, pipelines and bind groups
     /// as [`Self::forward`], but no timestamp writes, no profiler and no query resolve. Returns the
-    /// host µs from creating the encoder to the return of `Queue::submit`, and does not wait: the
-    /// caller decides whether the next forward starts from an idle queue or queues behind it.
-    /// Encodes and submits one forward without queries; returns (encode µs, encode + submit µs).
+    /// host µs from creating the encoder to `finish` (encoding) and to the return of
+    /// `Queue::submit`, and does not wait: the caller decides whether the next forward starts from
+    /// an idle queue or queues behind it.
     fn encode_submit_unprofiled(&self, plan: &Plan, prep: &Prepared) -> (f64, f64) {
         let gpu = self.gpu;
         let t0 = Instant::now();
@@ -565,14 +562,7 @@ impl<'g> Runner<'g> {
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         for (i, d) in plan.dispatches.iter().enumerate() {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some(&d.name),
-                timestamp_writes: None,
-            });
-            pass.set_pipeline(&prep.pipelines[i]);
-            pass.set_bind_group(0, &prep.bind_groups[i], &[]);
-            let [x, y, z] = d.workgroups;
-            pass.dispatch_workgroups(x, y, z);
+            record_pass(&mut encoder, d, prep, i, None);
         }
         let cmd = encoder.finish();
         let encoded = t0.elapsed().as_secs_f64() * 1e6;
@@ -628,4 +618,23 @@ impl<'g> Runner<'g> {
         staging.unmap();
         Ok(out)
     }
+}
+
+/// Records dispatch `i` of a plan as one compute pass (with `timestamps` written at its begin and
+/// end when given).
+fn record_pass(
+    encoder: &mut wgpu::CommandEncoder,
+    d: &crate::plan::Dispatch,
+    prep: &Prepared,
+    i: usize,
+    timestamps: Option<wgpu::ComputePassTimestampWrites>,
+) {
+    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+        label: Some(&d.name),
+        timestamp_writes: timestamps,
+    });
+    pass.set_pipeline(&prep.pipelines[i]);
+    pass.set_bind_group(0, &prep.bind_groups[i], &[]);
+    let [x, y, z] = d.workgroups;
+    pass.dispatch_workgroups(x, y, z);
 }
