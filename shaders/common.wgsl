@@ -1,4 +1,4 @@
-// common.wgsl — prepended to every kernel of attn-wgpu (see src/variants/mod.rs, `shader!` and
+// common.wgsl — prepended to every kernel of attn-wgpu (see src/kernels/mod.rs, `shader!` and
 // `kernel!`; a dtype prelude, shaders/dtype_*.wgsl, may come before it).
 //
 // Every dispatch gets its own `Params` uniform at binding 0 (src/plan.rs, struct Params), so one

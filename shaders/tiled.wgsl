@@ -6,7 +6,7 @@
 // P x V. The N x N score matrix never exists in device memory: Q is read once, K and V once per
 // query block (about half of them when causal: blocks above the diagonal are skipped), O written once.
 //
-// Host-chosen `override` constants (src/variants/tiled.rs picks them to fit the adapter's workgroup
+// Host-chosen `override` constants (src/kernels/tiled.rs picks them to fit the adapter's workgroup
 // storage): BR rows per workgroup, D4 = ceil(D/4) vec4 columns, and DP = the padded row pitch in
 // vec4 (odd, so 8 threads reading 8 different rows of qs/os hit 8 different bank groups).
 // BC, the keys per block, is fixed at 16: a thread's 16 scores live in four named vec4 registers

@@ -15,7 +15,9 @@
 // partial per thread (each rescales its own share by alpha) and is combined once at the end with
 // `row_sum`. Those two functions come from a second file appended to this one:
 //   tiled_rt_wg.wgsl — through workgroup memory and a barrier (`tiled`, any adapter);
-//   tiled_rt_sg.wgsl — through subgroup shuffles, no barrier (`tiled-subgroup`).
+//   tiled_rt_sg.wgsl — through subgroup shuffles, no barrier (`tiled-subgroup`);
+// and the score masking (`masked`, `max4`) from a third, tiled_mask.wgsl, shared with tiled.wgsl
+// and tiled_coop.wgsl (host code: src/kernels/tiled.rs).
 // Workgroup storage: (64 + 16 + 16) * 17 * 16 + 16 * 16 * 16 = 30208 bytes, + 64 * 16 = 1024 for
 // tiled_rt_wg.wgsl.
 //
@@ -145,11 +147,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
             s2 += vec4<f32>(dot(q2, k0), dot(q2, k1), dot(q2, k2), dot(q2, k3));
             s3 += vec4<f32>(dot(q3, k0), dot(q3, k1), dot(q3, k2), dot(q3, k3));
         }
-        let keys = vec4<u32>(j0 + tx, j0 + tx + 4u, j0 + tx + 8u, j0 + tx + 12u);
-        s0 = mask_row(s0, head, keys, rows.x, n, causal, ninf);
-        s1 = mask_row(s1, head, keys, rows.y, n, causal, ninf);
-        s2 = mask_row(s2, head, keys, rows.z, n, causal, ninf);
-        s3 = mask_row(s3, head, keys, rows.w, n, causal, ninf);
+        // This thread's keys are j0 + tx + 4c (c = 0..3): `masked` (tiled_mask.wgsl) with step 4.
+        s0 = masked(s0, head, rows.x, j0 + tx, 4u, n, causal, ninf);
+        s1 = masked(s1, head, rows.y, j0 + tx, 4u, n, causal, ninf);
+        s2 = masked(s2, head, rows.z, j0 + tx, 4u, n, causal, ninf);
+        s3 = masked(s3, head, rows.w, j0 + tx, 4u, n, causal, ninf);
 
         // Row maxima: this thread's 4 keys, then the 4 threads that share the rows.
         let m_new = max(m, row_max(vec4<f32>(max4(s0), max4(s1), max4(s2), max4(s3)), t));
@@ -194,22 +196,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     store4(base, rows.y, tx, d, n, o10 * inv.y, o11 * inv.y, o12 * inv.y, o13 * inv.y);
     store4(base, rows.z, tx, d, n, o20 * inv.z, o21 * inv.z, o22 * inv.z, o23 * inv.z);
     store4(base, rows.w, tx, d, n, o30 * inv.w, o31 * inv.w, o32 * inv.w, o33 * inv.w);
-}
-
-// Scores of row i against keys `keys`, with -inf where the key is past N or above the diagonal,
-// plus the mask bias (in base 2, like the scores) when the problem has one.
-fn mask_row(s: vec4<f32>, head: u32, keys: vec4<u32>, i: u32, n: u32, causal: bool, ninf: f32) -> vec4<f32> {
-    let allowed = (keys < vec4<u32>(n)) & ((keys <= vec4<u32>(i)) | vec4<bool>(!causal));
-    var b = vec4<f32>(0.0);
-    if (HAS_MASK) {
-        b = vec4<f32>(mask_bias(head, i, keys.x), mask_bias(head, i, keys.y),
-                      mask_bias(head, i, keys.z), mask_bias(head, i, keys.w)) * LOG2E;
-    }
-    return select(vec4<f32>(ninf), s + b, allowed);
-}
-
-fn max4(x: vec4<f32>) -> f32 {
-    return max(max(x.x, x.y), max(x.z, x.w));
 }
 
 // Writes output row i, columns 4*(tx + 4h) .. +3 for h = 0..3, skipping what lies past N or D.

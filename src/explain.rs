@@ -3,6 +3,7 @@
 //! out-of-place mask costs), six questions answered with this run's numbers, and fusion vs
 //! materialization (unfused vs tiled).
 
+use crate::variants::{VariantId, MATERIALIZED};
 use std::fmt::Write;
 
 use crate::problem::Problem;
@@ -433,18 +434,15 @@ pub fn six_questions(runs: &[VariantRun], x: &HostExtras) -> String {
 pub fn fusion(runs: &[VariantRun]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "== Fusion vs materialization");
-    let find = |n: &str| {
+    let find = |id: VariantId| {
         runs.iter()
-            .find(|r| r.variant == n && r.measurement.is_some())
+            .find(|r| VariantId::of(&r.variant) == Some(id) && r.measurement.is_some())
     };
-    let Some(t) = find("tiled") else {
+    let Some(t) = find(VariantId::Tiled) else {
         let _ = writeln!(s, "   (needs `tiled` and an unfused variant in --variant)");
         return s;
     };
-    for u in ["unfused", "unfused-inplace"]
-        .iter()
-        .filter_map(|n| find(n))
-    {
+    for u in MATERIALIZED.into_iter().filter_map(find) {
         let bytes_of = |r: &VariantRun| {
             r.traffic
                 .as_ref()

@@ -4,9 +4,11 @@
 //! [`plan::Plan`]; one runner ([`gpu::runner`]) executes any plan with a GPU timestamp around every
 //! dispatch; the reports read the plan and the measurements side by side.
 
+pub mod budget;
 pub mod error;
 pub mod explain;
 pub mod gpu;
+pub mod kernels;
 pub mod mask;
 pub mod npy;
 pub mod plan;
@@ -16,6 +18,7 @@ pub mod reference;
 pub mod report;
 pub mod run;
 pub mod sweep;
+pub mod tile;
 pub mod tune;
 pub mod validate;
 pub mod variants;

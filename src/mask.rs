@@ -15,7 +15,7 @@
 
 use serde::Serialize;
 
-use crate::problem::{BiasLayout, Convention, Inputs, MaskDesc, Problem};
+use crate::problem::{BiasLayout, Convention, Inputs, MaskDesc, MaskKind, Problem};
 use crate::{Error, Result};
 
 /// The values of an explicit mask, as read from a file or generated.
@@ -86,7 +86,7 @@ pub fn normalize(
     let n = p.seq as usize;
     let nn = n * n;
     let mut desc = MaskDesc {
-        kind: "none".into(),
+        kind: MaskKind::None,
         ..Default::default()
     };
     if let Some(kp) = key_padding {
@@ -123,7 +123,7 @@ pub fn normalize(
         (bm, hm) = (b0, h0);
         bias = Some(match &u.values {
             MaskValues::Bool(v) => {
-                desc.kind = "bool".into();
+                desc.kind = MaskKind::Bool;
                 desc.convention = Some(convention);
                 v.iter()
                     .map(|&t| {
@@ -140,7 +140,7 @@ pub fn normalize(
                     .collect()
             }
             MaskValues::Float(v) => {
-                desc.kind = "float".into();
+                desc.kind = MaskKind::Float;
                 if let Some((i, bad)) = v
                     .iter()
                     .enumerate()

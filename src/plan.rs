@@ -116,7 +116,7 @@ impl Params {
 }
 
 /// How a kernel accesses one of its storage buffers; bindings are numbered from 1 in this order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum Access {
     Read,
     ReadWrite,
@@ -161,7 +161,7 @@ pub struct Plan {
     pub notes: Vec<String>,
     /// The `tiled` variant's tile choice and where it came from (`default`, `--tile`,
     /// `tuned: <cache path>`); `None` for variants without one.
-    pub tile: Option<crate::variants::tiled::TileUsed>,
+    pub tile: Option<crate::tile::TileUsed>,
 }
 
 impl Plan {

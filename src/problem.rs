@@ -129,12 +129,32 @@ pub struct BiasLayout {
     pub heads: u32,
 }
 
+/// The kind of explicit mask a problem has (`--mask`): none, a boolean or an additive float mask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum MaskKind {
+    #[default]
+    None,
+    Bool,
+    Float,
+}
+
+impl MaskKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            MaskKind::None => "none",
+            MaskKind::Bool => "bool",
+            MaskKind::Float => "float",
+        }
+    }
+}
+
 /// The masks of a problem, as described by the user (for plans and reports; the values are in
 /// [`Inputs::bias`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct MaskDesc {
-    /// `none`, `bool` or `float`: the explicit mask's kind.
-    pub kind: String,
+    /// The explicit mask's kind.
+    pub kind: MaskKind,
     /// Where the explicit mask came from (a path, or `generated`).
     pub source: Option<String>,
     pub convention: Option<Convention>,
@@ -162,7 +182,7 @@ pub struct Problem {
     /// A tile configuration imposed on the `tiled` variant (`--tile`, a `tune` cache entry, a
     /// `tune` candidate); `None`: the builder's default. Other variants ignore it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tile: Option<crate::variants::tiled::TileRequest>,
+    pub tile: Option<crate::tile::TileRequest>,
 }
 
 /// Largest sequence length and head dimension accepted at all (the adapter may refuse smaller ones).
@@ -181,10 +201,7 @@ impl Problem {
             scale: 1.0 / (head_dim.max(1) as f32).sqrt(),
             dtype: DType::F32,
             seed,
-            mask: MaskDesc {
-                kind: "none".into(),
-                ..Default::default()
-            },
+            mask: MaskDesc::default(),
             tile: None,
         }
     }
@@ -274,10 +291,10 @@ impl Problem {
             self.dtype.name(),
             if self.causal { "causal" } else { "non-causal" }
         );
-        if self.mask.kind != "none" {
+        if self.mask.kind != MaskKind::None {
             s += &format!(
                 " mask={}{:?}/{}",
-                self.mask.kind,
+                self.mask.kind.name(),
                 self.mask.shape,
                 self.mask
                     .convention

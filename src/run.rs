@@ -75,11 +75,34 @@ pub struct Traffic {
     pub achieved_gflops: Option<f64>,
 }
 
+/// Whether a variant ran: `ok`, or `unsupported` here (its reason in [`VariantRun::reason`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Ok,
+    Unsupported,
+}
+
+impl RunStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            RunStatus::Ok => "ok",
+            RunStatus::Unsupported => "unsupported",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Everything one variant produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct VariantRun {
     pub variant: String,
-    pub status: &'static str,
+    pub status: RunStatus,
     pub reason: Option<String>,
     pub dispatches: Vec<DispatchRow>,
     pub predicted_dispatches: usize,
@@ -87,7 +110,7 @@ pub struct VariantRun {
     pub config: Vec<(String, f64)>,
     /// The tile choice (`tiled` only) and where it came from: `default`, `--tile`,
     /// `tuned: <cache path>`.
-    pub tile: Option<crate::variants::tiled::TileUsed>,
+    pub tile: Option<crate::tile::TileUsed>,
     pub notes: Vec<String>,
     pub forward: Option<ForwardStats>,
     pub memory: Option<Memory>,
@@ -105,7 +128,7 @@ impl VariantRun {
     pub fn unsupported(variant: &str, reason: String) -> Self {
         VariantRun {
             variant: variant.into(),
-            status: "unsupported",
+            status: RunStatus::Unsupported,
             reason: Some(reason),
             dispatches: vec![],
             predicted_dispatches: 0,
@@ -121,6 +144,11 @@ impl VariantRun {
             measurement: None,
             plan: None,
         }
+    }
+
+    /// True when it ran (status `ok`), validated or not.
+    pub fn ran(&self) -> bool {
+        self.status == RunStatus::Ok
     }
 
     pub fn passed(&self) -> bool {
@@ -264,7 +292,7 @@ pub fn run_variant(
     });
     Ok(VariantRun {
         variant: variant.into(),
-        status: "ok",
+        status: RunStatus::Ok,
         reason: None,
         dispatches: rows,
         predicted_dispatches: plan.dispatches.len(),

@@ -11,6 +11,7 @@ use crate::gpu::runner::{Runner, Schedule};
 use crate::gpu::Gpu;
 use crate::problem::{Inputs, Problem};
 use crate::run::{run_variant, VariantRun};
+use crate::variants::{VariantId, MATERIALIZED};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Serialize)]
@@ -30,7 +31,7 @@ pub struct SweepPoint {
     pub n_by_n_bytes: Option<u64>,
     pub verdict: Option<String>,
     /// The `tiled` tile choice and its source (`default`, `tuned: <cache path>`).
-    pub tile: Option<crate::variants::tiled::TileUsed>,
+    pub tile: Option<crate::tile::TileUsed>,
 }
 
 impl SweepPoint {
@@ -39,7 +40,7 @@ impl SweepPoint {
         SweepPoint {
             variant: r.variant.clone(),
             seq,
-            status: r.status.into(),
+            status: r.status.name().into(),
             reason: r.reason.clone(),
             gpu_median_us: span.map(|s| s.median),
             gpu_p10_us: span.map(|s| s.p10),
@@ -90,7 +91,7 @@ pub fn run_grid(
     variants: &[String],
     schedule: Schedule,
     mut progress: impl FnMut(&str, u32),
-    tile: impl Fn(&Problem) -> Option<crate::variants::tiled::TileRequest>,
+    tile: impl Fn(&Problem) -> Option<crate::tile::TileRequest>,
 ) -> Result<Vec<SweepPoint>> {
     let mut runner = Runner::new(gpu)?;
     let mut out = Vec::new();
@@ -146,21 +147,24 @@ pub fn write_csv(path: &Path, points: &[SweepPoint]) -> Result<()> {
     std::fs::rename(&tmp, path).map_err(io(path))
 }
 
-/// The smallest N from which `tiled` is faster than `other` at every swept N, if tiled was slower
+/// The GPU median of variant `v` at N = `n` in `points`.
+fn time_of(points: &[SweepPoint], v: VariantId, n: u32) -> Option<f64> {
+    points
+        .iter()
+        .find(|p| VariantId::of(&p.variant) == Some(v) && p.seq == n)
+        .and_then(|p| p.gpu_median_us)
+}
+
+/// The smallest N from which `fused` is faster than `other` at every swept N, if it was slower
 /// somewhere before (a crossover), or None.
-pub fn crossover(points: &[SweepPoint], other: &str) -> Option<u32> {
-    let t = |v: &str, n: u32| {
-        points
-            .iter()
-            .find(|p| p.variant == v && p.seq == n)
-            .and_then(|p| p.gpu_median_us)
-    };
+pub fn crossover(points: &[SweepPoint], fused: VariantId, other: VariantId) -> Option<u32> {
+    let t = |v, n| time_of(points, v, n);
     let mut seqs: Vec<u32> = points.iter().map(|p| p.seq).collect();
     seqs.sort_unstable();
     seqs.dedup();
     let faster: Vec<(u32, bool)> = seqs
         .iter()
-        .filter_map(|&n| Some((n, t("tiled", n)? < t(other, n)?)))
+        .filter_map(|&n| Some((n, t(fused, n)? < t(other, n)?)))
         .collect();
     let first_win = faster.iter().rposition(|(_, f)| !*f).map_or(0, |i| i + 1);
     if first_win == 0 || first_win >= faster.len() {
@@ -169,18 +173,13 @@ pub fn crossover(points: &[SweepPoint], other: &str) -> Option<u32> {
     Some(faster[first_win].0)
 }
 
-/// Whether `tiled` is faster than `other` at every N where both ran (and at least one).
-pub fn tiled_always_faster(points: &[SweepPoint], other: &str) -> bool {
-    let t = |v: &str, n: u32| {
-        points
-            .iter()
-            .find(|p| p.variant == v && p.seq == n)
-            .and_then(|p| p.gpu_median_us)
-    };
+/// Whether `fused` is faster than `other` at every N where both ran (and at least one).
+pub fn always_faster(points: &[SweepPoint], fused: VariantId, other: VariantId) -> bool {
+    let t = |v, n| time_of(points, v, n);
     let pairs: Vec<(f64, f64)> = points
         .iter()
-        .filter(|p| p.variant == "tiled")
-        .filter_map(|p| Some((t("tiled", p.seq)?, t(other, p.seq)?)))
+        .filter(|p| VariantId::of(&p.variant) == Some(fused))
+        .filter_map(|p| Some((t(fused, p.seq)?, t(other, p.seq)?)))
         .collect();
     !pairs.is_empty() && pairs.iter().all(|(a, b)| a < b)
 }
@@ -296,9 +295,9 @@ fn plot(
 /// Writes `gpu_time_vs_n.svg`, `memory_vs_n.svg` and `bytes_vs_n.svg` into `dir`.
 pub fn write_plots(dir: &Path, points: &[SweepPoint], subtitle: &str) -> Result<Vec<PathBuf>> {
     let mut marks = Vec::new();
-    for other in ["unfused", "unfused-inplace"] {
-        if let Some(n) = crossover(points, other) {
-            marks.push((n, format!("tiled < {other} from N={n}")));
+    for other in MATERIALIZED {
+        if let Some(n) = crossover(points, VariantId::Tiled, other) {
+            marks.push((n, format!("{} < {other} from N={n}", VariantId::Tiled)));
         }
     }
     let files = [
@@ -370,7 +369,13 @@ mod tests {
             pt("tiled", 256, 40.0),
             pt("unfused", 256, 90.0),
         ];
-        assert_eq!(crossover(&pts, "unfused"), Some(128));
-        assert_eq!(crossover(&pts[2..], "unfused"), None);
+        assert_eq!(
+            crossover(&pts, VariantId::Tiled, VariantId::Unfused),
+            Some(128)
+        );
+        assert_eq!(
+            crossover(&pts[2..], VariantId::Tiled, VariantId::Unfused),
+            None
+        );
     }
 }

@@ -25,8 +25,11 @@ use crate::Result;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// The variants `tune` can search (today: `tiled`, whose kernel choice is the tunable).
-pub const TUNABLE: &[&str] = &["tiled"];
+/// The variants `tune` can search: those whose plan honours a tile choice (the registry's
+/// `tiles`; today `tiled`, whose kernel choice is the tunable).
+pub fn tunable() -> Vec<crate::variants::VariantId> {
+    crate::variants::tile_variants()
+}
 
 /// What a cached choice applies to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -237,15 +240,18 @@ mod tests {
     fn n_buckets() {
         let mut p = Problem::new(1, 1, 64, 16, true, 0);
         assert_eq!(
-            ShapeClass::of("tiled", &p).key(),
+            ShapeClass::of(crate::variants::VariantId::Tiled.name(), &p).key(),
             "tiled f32 causal D=16 N<=64"
         );
         p.seq = 65;
-        assert_eq!(ShapeClass::of("tiled", &p).n_bucket, 128);
+        assert_eq!(
+            ShapeClass::of(crate::variants::VariantId::Tiled.name(), &p).n_bucket,
+            128
+        );
         p.seq = 1024;
         p.causal = false;
         assert_eq!(
-            ShapeClass::of("tiled", &p).key(),
+            ShapeClass::of(crate::variants::VariantId::Tiled.name(), &p).key(),
             "tiled f32 non-causal D=16 N<=1024"
         );
     }

@@ -77,7 +77,7 @@ pub fn point(p: &ProbeFile, dtype: &str, d: &DispatchRow) -> Option<RooflinePoin
 
 /// Stores [`point`] in every dispatch row of the runs that ran (`DispatchRow::roofline`).
 pub fn annotate(p: &ProbeFile, runs: &mut [VariantRun], dtype: &str) {
-    for r in runs.iter_mut().filter(|r| r.status == "ok") {
+    for r in runs.iter_mut().filter(|r| r.ran()) {
         for d in r.dispatches.iter_mut() {
             d.roofline = point(p, dtype, d);
         }
@@ -86,7 +86,7 @@ pub fn annotate(p: &ProbeFile, runs: &mut [VariantRun], dtype: &str) {
 
 pub fn block(p: &ProbeFile, source: &str, r: &VariantRun, dtype: &str) -> String {
     let mut s = String::new();
-    if r.status != "ok" {
+    if !r.ran() {
         return s;
     }
     let peak = peak_for(p, dtype);

@@ -49,12 +49,12 @@ pub fn header(adapter: &AdapterReport, p: &Problem, warmup: u32, reps: u32) -> S
 pub fn variant(r: &VariantRun) -> String {
     let mut s = String::new();
     let _ = writeln!(s);
-    if r.status != "ok" {
+    if !r.ran() {
         let _ = writeln!(
             s,
             "== {}: {} — {}",
             r.variant,
-            r.status.to_uppercase(),
+            r.status.name().to_uppercase(),
             r.reason.as_deref().unwrap_or("")
         );
         return s;
@@ -226,7 +226,7 @@ pub fn summary(runs: &[VariantRun]) -> String {
         "verdict"
     );
     for r in runs {
-        if r.status != "ok" {
+        if !r.ran() {
             let _ = writeln!(
                 s,
                 "{:<16} {} — {}",

@@ -10,21 +10,15 @@
 //! | `tiled-coop`      | `tiled.rs`     | tiled_coop.wgsl (f16, cooperative matrices)                |
 //! | `math`            | `math.rs`      | convert.wgsl, math_mask.wgsl, qk.wgsl, math_rows.wgsl, pv.wgsl, narrow.wgsl |
 //!
-//! # Shader composition
-//! A kernel that touches Q/K/V/O or the mask is written once and composed (`kernel!`) from
-//! `dtype_<storage>.wgsl` (element type, `load`, `pack`), `common.wgsl` (Params), a mask prelude
-//! (`mask_none.wgsl`, or `mask_bias.wgsl` with its binding number filled in) and the kernel file.
-//! Composed sources are built once per combination and kept for the life of the process, so the
-//! runner's module and pipeline caches (keyed by source) see one module per combination.
-
-use std::collections::HashMap;
-use std::sync::Mutex;
+//! The kernels these plans are made of are units of their own: `src/kernels/<name>.rs` beside
+//! `shaders/<name>.wgsl` (see `kernels`). A variant is a value ([`VariantId`]); its name is
+//! compared only here and in the CLI's parser.
 
 use serde::Serialize;
 
 use crate::gpu::AdapterCaps;
 use crate::mask::Semantics;
-use crate::plan::{Plan, Shader};
+use crate::plan::Plan;
 use crate::problem::{DType, Problem};
 use crate::{Error, Result};
 
@@ -32,147 +26,56 @@ pub mod math;
 pub mod tiled;
 pub mod unfused;
 
-/// Embeds `shaders/<file>` behind the shared prelude `shaders/common.wgsl` (kernels that need no
-/// dtype or mask prelude: they only touch f32 intermediates).
-/// `shader!("a.wgsl" + "b.wgsl")` appends `shaders/b.wgsl` (functions `a.wgsl` calls).
-macro_rules! shader {
-    ($file:literal) => {
-        $crate::plan::Shader {
-            file: $file,
-            source: concat!(
-                include_str!("../../shaders/common.wgsl"),
-                include_str!(concat!("../../shaders/", $file))
-            ),
-            tag: "",
-        }
-    };
-    ($file:literal + $part:literal) => {
-        $crate::plan::Shader {
-            file: concat!($file, "+", $part),
-            source: concat!(
-                include_str!("../../shaders/common.wgsl"),
-                include_str!(concat!("../../shaders/", $file)),
-                include_str!(concat!("../../shaders/", $part))
-            ),
-            tag: "",
-        }
-    };
-}
-pub(crate) use shader;
+pub use crate::kernels::Storage;
 
-/// Composes `shaders/<file>` with a storage prelude and a mask prelude (module docs):
-/// `kernel!("qk.wgsl", Storage::F16, None)`, `kernel!("tiled.wgsl", st, Some(5))`.
-/// `kernel!("a.wgsl" + "b.wgsl", ..)` appends `shaders/b.wgsl` (functions `a.wgsl` calls) to the
-/// body and names the module `a.wgsl+b.wgsl`.
-macro_rules! kernel {
-    ($file:literal, $storage:expr, $mask_binding:expr) => {
-        $crate::variants::compose(
-            $file,
-            include_str!(concat!("../../shaders/", $file)),
-            $storage,
-            $mask_binding,
-        )
-    };
-    ($file:literal + $part:literal, $storage:expr, $mask_binding:expr) => {
-        $crate::variants::compose(
-            concat!($file, "+", $part),
-            concat!(
-                include_str!(concat!("../../shaders/", $file)),
-                include_str!(concat!("../../shaders/", $part))
-            ),
-            $storage,
-            $mask_binding,
-        )
-    };
-}
-pub(crate) use kernel;
-
-/// How Q/K/V/O elements are stored, i.e. which `shaders/dtype_*.wgsl` prelude a kernel gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub enum Storage {
-    F32,
-    /// WGSL `f16` (needs SHADER_F16).
-    F16,
-    /// f16 bit patterns two per u32 through pack2x16float (no feature needed).
-    F16x2,
-    /// bf16 bit patterns two per u32.
-    Bf16,
+/// The registered variants, as values. Their names live in [`VARIANTS`] only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum VariantId {
+    Unfused,
+    UnfusedInplace,
+    Math,
+    Tiled,
+    TiledSubgroup,
+    TiledCoop,
 }
 
-impl Storage {
-    /// The storage a dtype uses in the fused and unfused kernels.
-    pub fn of(d: DType) -> Storage {
-        match d {
-            DType::F32 => Storage::F32,
-            DType::F16 => Storage::F16,
-            DType::BF16 => Storage::Bf16,
-        }
+impl VariantId {
+    /// The registry entry.
+    pub fn variant(self) -> &'static Variant {
+        VARIANTS
+            .iter()
+            .find(|v| v.id == self)
+            .expect("every VariantId is registered (tests/plans.rs checks it)")
     }
-    fn prelude(self) -> (&'static str, &'static str) {
-        match self {
-            Storage::F32 => ("f32", include_str!("../../shaders/dtype_f32.wgsl")),
-            Storage::F16 => ("f16", include_str!("../../shaders/dtype_f16.wgsl")),
-            Storage::F16x2 => ("f16x2", include_str!("../../shaders/dtype_f16x2.wgsl")),
-            Storage::Bf16 => ("bf16", include_str!("../../shaders/dtype_bf16.wgsl")),
-        }
+    pub fn name(self) -> &'static str {
+        self.variant().name
     }
-    /// Elements per storage slot.
-    pub fn pack(self) -> u32 {
-        match self {
-            Storage::F32 | Storage::F16 => 1,
-            Storage::F16x2 | Storage::Bf16 => 2,
-        }
+    /// The variant named `name`, if one is registered.
+    pub fn of(name: &str) -> Option<VariantId> {
+        VARIANTS.iter().find(|v| v.name == name).map(|v| v.id)
     }
 }
 
-type ComposeKey = (&'static str, Storage, Option<u32>);
-static COMPOSED: Mutex<Option<HashMap<ComposeKey, Shader>>> = Mutex::new(None);
+/// The textbook variants that materialize N x N in device memory: what `explain` and `sweep`
+/// compare the fused `tiled` against.
+pub const MATERIALIZED: [VariantId; 2] = [VariantId::Unfused, VariantId::UnfusedInplace];
 
-/// See `kernel!`.
-pub fn compose(
-    file: &'static str,
-    body: &'static str,
-    storage: Storage,
-    mask_binding: Option<u32>,
-) -> Shader {
-    let key = (file, storage, mask_binding);
-    let mut guard = COMPOSED.lock().unwrap_or_else(|e| e.into_inner());
-    let map = guard.get_or_insert_with(HashMap::new);
-    if let Some(s) = map.get(&key) {
-        return *s;
+/// The variants whose plan honours a tile choice (`tiles: true`): what `tune` searches and
+/// `--tile` / a tune cache entry applies to.
+pub fn tile_variants() -> Vec<VariantId> {
+    VARIANTS.iter().filter(|v| v.tiles).map(|v| v.id).collect()
+}
+
+impl std::fmt::Display for VariantId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
-    let (st_name, st_src) = storage.prelude();
-    let mask_src = match mask_binding {
-        Some(b) => {
-            include_str!("../../shaders/mask_bias.wgsl").replace("MASK_BINDING", &b.to_string())
-        }
-        None => include_str!("../../shaders/mask_none.wgsl").to_string(),
-    };
-    // Global directives (`enable`, `diagnostic`) must precede every declaration: the body's (e.g.
-    // tiled_coop.wgsl's `enable wgpu_cooperative_matrix;`) go first, then the dtype prelude (with
-    // `enable f16;`).
-    let (enables, rest): (Vec<&str>, Vec<&str>) = body.lines().partition(|l| {
-        let l = l.trim_start();
-        l.starts_with("enable ") || l.starts_with("diagnostic(")
-    });
-    let source = format!(
-        "{}\n{st_src}\n{}\n{mask_src}\n{}",
-        enables.join("\n"),
-        include_str!("../../shaders/common.wgsl"),
-        rest.join("\n")
-    );
-    let tag = if mask_binding.is_some() {
-        format!("{st_name}+mask")
-    } else {
-        st_name.to_string()
-    };
-    let s = Shader {
-        file,
-        source: Box::leak(source.into_boxed_str()),
-        tag: Box::leak(tag.into_boxed_str()),
-    };
-    map.insert(key, s);
-    s
+}
+
+impl Serialize for VariantId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
 }
 
 /// What a variant needs, checked before its plan builder runs (the builder then checks sizes and
@@ -260,6 +163,7 @@ pub fn feature_names(f: wgpu::Features) -> String {
 /// its place in `auto`'s preference order. The builder returns the concrete reason when the
 /// variant cannot run this problem on this adapter.
 pub struct Variant {
+    pub id: VariantId,
     pub name: &'static str,
     pub summary: &'static str,
     pub requires: Requirements,
@@ -274,6 +178,9 @@ pub struct Variant {
     /// Backends it does not claim although they offer every capability in `requires`, each with
     /// the reason (e.g. a driver bug). Usually empty.
     pub excludes: &'static [(Backend, &'static str)],
+    /// Its plan honours a tile choice ([`Problem::tile`]: `--tile`, a `tune` cache entry): the
+    /// variants `tune` searches.
+    pub tiles: bool,
 }
 
 impl Variant {
@@ -355,6 +262,7 @@ const STORED_IN_DTYPE: Requirements = Requirements {
 
 pub const VARIANTS: &[Variant] = &[
     Variant {
+        id: VariantId::Unfused,
         name: "unfused",
         summary: "5 steps, 6 dispatches: qk, scale, copy + mask (an out-of-place masked_fill), softmax, pv",
         needs: wgpu::Features::empty(),
@@ -363,8 +271,10 @@ pub const VARIANTS: &[Variant] = &[
         auto_rank: 30,
         build: unfused::build_out_of_place,
         excludes: &[],
+        tiles: false,
     },
     Variant {
+        id: VariantId::UnfusedInplace,
         name: "unfused-inplace",
         summary: "the same 5 steps with masked_fill_ in place: 5 dispatches, one N x N buffer fewer",
         needs: wgpu::Features::empty(),
@@ -373,8 +283,10 @@ pub const VARIANTS: &[Variant] = &[
         auto_rank: 20,
         build: unfused::build_in_place,
         excludes: &[],
+        tiles: false,
     },
     Variant {
+        id: VariantId::Math,
         name: "math",
         summary: "SDPA's MATH backend: f32 conversions, mask rebuilt per call, sqrt(scale) on q and k, safe softmax; ~15 dispatches",
         needs: wgpu::Features::empty(),
@@ -388,8 +300,10 @@ pub const VARIANTS: &[Variant] = &[
         auto_rank: 40,
         build: math::build,
         excludes: &[],
+        tiles: false,
     },
     Variant {
+        id: VariantId::Tiled,
         name: "tiled",
         summary: "one fused dispatch, FlashAttention-2 style online softmax; N x N never in memory",
         needs: wgpu::Features::empty(),
@@ -398,8 +312,10 @@ pub const VARIANTS: &[Variant] = &[
         auto_rank: 10,
         build: tiled::build,
         excludes: &[],
+        tiles: true,
     },
     Variant {
+        id: VariantId::TiledSubgroup,
         name: "tiled-subgroup",
         summary: "the register-tiled fused kernel with row max/sum by subgroup shuffles: one barrier fewer per key block",
         needs: wgpu::Features::SUBGROUP,
@@ -408,8 +324,10 @@ pub const VARIANTS: &[Variant] = &[
         auto_rank: 15,
         build: tiled::build_subgroup,
         excludes: &[],
+        tiles: false,
     },
     Variant {
+        id: VariantId::TiledCoop,
         name: "tiled-coop",
         summary: "f16 fused attention on cooperative matrices (tensor cores): Q·Kᵀ and P·V as 16x16x16 products with f32 accumulators",
         needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
@@ -427,6 +345,7 @@ pub const VARIANTS: &[Variant] = &[
         auto_rank: 5,
         build: tiled::build_coop,
         excludes: &[],
+        tiles: false,
     },
 ];
 
@@ -487,7 +406,8 @@ pub fn plan(name: &str, p: &Problem, caps: &AdapterCaps) -> Result<Plan> {
     };
     v.check_adapter(caps).map_err(incompatible)?;
     check_requirements(v, p, caps).map_err(incompatible)?;
-    let plan = (v.build)(p, caps).map_err(incompatible)?;
+    let mut plan = (v.build)(p, caps).map_err(incompatible)?;
+    plan.variant = v.name.to_string();
     plan.check()
         .map_err(|reason| incompatible(format!("internal plan error: {reason}")))?;
     Ok(plan)
@@ -553,72 +473,6 @@ pub fn auto(p: &Problem, caps: &AdapterCaps) -> Result<AutoChoice> {
             ),
         }),
     }
-}
-
-/// Shared check: a buffer of `bytes` must fit one storage binding and one buffer on this adapter.
-pub(crate) fn check_binding(
-    what: &str,
-    bytes: u64,
-    caps: &AdapterCaps,
-) -> std::result::Result<(), String> {
-    if bytes > caps.max_storage_binding {
-        return Err(format!(
-            "{what} needs {bytes} bytes in one storage binding, above this adapter's \
-             max_storage_buffer_binding_size of {}",
-            caps.max_storage_binding
-        ));
-    }
-    if bytes > caps.max_buffer {
-        return Err(format!(
-            "{what} needs a {bytes}-byte buffer, above this adapter's max_buffer_size of {}",
-            caps.max_buffer
-        ));
-    }
-    Ok(())
-}
-
-/// Shared check: a grid dimension must not exceed the adapter's limit.
-pub(crate) fn check_grid(
-    what: &str,
-    groups: u64,
-    caps: &AdapterCaps,
-) -> std::result::Result<u32, String> {
-    if groups > caps.max_workgroups_per_dimension as u64 {
-        return Err(format!(
-            "{what} needs {groups} workgroups in one dimension, above this adapter's \
-             max_compute_workgroups_per_dimension of {}",
-            caps.max_workgroups_per_dimension
-        ));
-    }
-    Ok(groups as u32)
-}
-
-/// Chunking of the N x N buffers over heads: how many heads' N x N f32 matrices fit one binding
-/// and one buffer (and 32-bit indexing). `Err` only when not even one head fits.
-pub(crate) fn heads_per_chunk(p: &Problem, caps: &AdapterCaps) -> std::result::Result<u64, String> {
-    let per_head = p.seq as u64 * p.seq as u64 * 4;
-    let limit = caps
-        .max_storage_binding
-        .min(caps.max_buffer)
-        .min(u32::MAX as u64 + 1);
-    let fit = limit / per_head;
-    if fit == 0 {
-        return Err(format!(
-            "one head's N x N score matrix (N={}: {per_head} bytes) cannot be bound: above this \
-             adapter's max_storage_buffer_binding_size {} / max_buffer_size {}",
-            p.seq, caps.max_storage_binding, caps.max_buffer
-        ));
-    }
-    Ok(fit.min(p.bh()))
-}
-
-/// Shared check of the mask bias buffer; returns its bytes (0 without one).
-pub(crate) fn check_mask(p: &Problem, caps: &AdapterCaps) -> std::result::Result<u64, String> {
-    let bytes = p.bias_bytes();
-    if bytes > 0 {
-        check_binding("the mask bias buffer [Bm, Hm, N, N] f32", bytes, caps)?;
-    }
-    Ok(bytes)
 }
 
 /// For `attn-wgpu adapters`: every registered variant with `Ok(())` when it can run `p` on an

@@ -1,0 +1,120 @@
+//! What the runner measures: the schedule it runs and the samples it returns (all serialized into
+//! result files as they are).
+
+use serde::Serialize;
+
+/// How many forwards to run after the cold call.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Schedule {
+    pub warmup: u32,
+    pub reps: u32,
+    /// Host-only forwards after the recorded ones: the same passes without timestamp queries,
+    /// timed on the host only, twice over: `host_reps` each submitted and waited for
+    /// (`Measurement::host_unprofiled_*`), then `host_reps` submitted back to back with one wait
+    /// at the end (`Measurement::host_pipelined_*`). 0 skips both.
+    pub host_reps: u32,
+}
+
+impl Schedule {
+    /// The CLI's default count of unprofiled host-only forwards.
+    pub const DEFAULT_HOST_REPS: u32 = 20;
+}
+
+/// What one forward call cost.
+#[derive(Debug, Clone, Serialize)]
+pub struct ForwardSample {
+    /// GPU time of each dispatch (end - begin timestamp), µs; None without timestamps.
+    pub dispatch_gpu_us: Vec<Option<f64>>,
+    /// GPU begin/end of each dispatch in µs since the forward's first timestamp.
+    pub dispatch_offsets_us: Vec<Option<(f64, f64)>>,
+    /// First begin to last end on the GPU, µs: dispatches plus the gaps between them.
+    pub gpu_span_us: Option<f64>,
+    /// Host: recording all passes + submit, µs.
+    pub host_encode_submit_us: f64,
+    /// Host: from submit until the GPU signalled completion, µs.
+    pub host_wait_us: f64,
+    /// Host start of this forward, µs since the runner's epoch (for traces).
+    pub host_start_us: f64,
+    /// Host: the part of `host_encode_submit_us` spent inside `Queue::submit`, µs.
+    pub host_submit_us: f64,
+    /// Device clock of the first dispatch's begin timestamp, seconds (raw ticks × period); lets a
+    /// trace place all forwards on one GPU time axis and calibrate it against the host clock.
+    pub gpu_begin_s: Option<f64>,
+}
+
+impl ForwardSample {
+    /// Sum of the dispatch times (None if any is missing).
+    pub fn gpu_sum_us(&self) -> Option<f64> {
+        self.dispatch_gpu_us.iter().copied().sum()
+    }
+}
+
+/// The first call, timed apart: resource creation, shader compilation, pipeline creation.
+#[derive(Debug, Clone, Serialize)]
+pub struct ColdCall {
+    pub buffers_ms: f64,
+    pub upload_ms: f64,
+    pub pipelines_ms: f64,
+    pub bind_groups_ms: f64,
+    /// The first forward itself (host wall clock, submit to completion).
+    pub first_forward_ms: f64,
+    /// Everything from the first buffer to the first result.
+    pub total_ms: f64,
+    pub first: ForwardSample,
+    /// Host start of the cold call (first buffer), µs since the runner's epoch; the phases above
+    /// follow each other without gaps from here (buffers, upload, pipelines, bind groups, forward).
+    pub start_us: f64,
+    /// One entry per dispatch's pipeline lookup, in plan order (inside `pipelines_ms`).
+    pub compiles: Vec<CompileSample>,
+}
+
+/// Host cost of getting one dispatch's pipeline: shader module creation (WGSL parse, validation,
+/// translation) when the module was not cached yet, then pipeline creation (the driver compile).
+#[derive(Debug, Clone, Serialize)]
+pub struct CompileSample {
+    pub dispatch: String,
+    pub shader: String,
+    pub entry: String,
+    /// True when the runner's cache already held this pipeline (no work done).
+    pub cached: bool,
+    /// Start, µs since the runner's epoch.
+    pub start_us: f64,
+    /// `create_shader_module`, µs; None when the module was cached.
+    pub module_us: Option<f64>,
+    /// `create_compute_pipeline`, µs; 0 when cached.
+    pub pipeline_us: f64,
+}
+
+/// A host-side phase outside the forwards (e.g. the read-back), µs since the runner's epoch.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct HostSpan {
+    pub start_us: f64,
+    pub dur_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Measurement {
+    pub cold: ColdCall,
+    pub warmup: Vec<ForwardSample>,
+    pub reps: Vec<ForwardSample>,
+    #[serde(skip)]
+    pub output: Vec<f32>,
+    pub timestamps: bool,
+    pub warnings: Vec<String>,
+    /// Copy of the output to a mappable buffer, map and wait (after the last rep).
+    pub readback: HostSpan,
+    /// Host µs per forward of `Schedule::host_reps` unprofiled forwards (after the read-back):
+    /// from creating the encoder to the return of `Queue::submit`, with plain compute passes (no
+    /// timestamp writes, no query resolve). What a production forward costs the CPU, next to
+    /// `ForwardSample::host_encode_submit_us`, which includes the measurement's own queries.
+    pub host_unprofiled_encode_submit_us: Vec<f64>,
+    /// Host µs per forward of another `Schedule::host_reps` unprofiled forwards, encoded and
+    /// submitted back to back without waiting in between (one wait after the last), as a
+    /// production loop runs them. The same span as `host_unprofiled_encode_submit_us`, but the
+    /// thread never sleeps on the GPU between forwards, so it measures the host work rather than
+    /// the host work plus the CPU waking up (and clocking up) after a wait.
+    pub host_pipelined_encode_submit_us: Vec<f64>,
+    /// The encoding part of those (creating the encoder to `finish`): a driver whose submit blocks
+    /// until the previous submission finished (lavapipe does) shows GPU time in the submit part.
+    pub host_pipelined_encode_us: Vec<f64>,
+}

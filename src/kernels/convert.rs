@@ -1,0 +1,58 @@
+//! `to_f32_*` and `scale_*` (shaders/convert.wgsl): `math`'s upcast of half inputs to f32 copies
+//! and its scaling of q and k by sqrt(scale), flat element-wise passes.
+
+use super::{bind, ew_grid, kernel, Storage};
+use crate::gpu::AdapterCaps;
+use crate::plan::{Access, Dispatch, Params};
+use crate::problem::Problem;
+
+/// `dst` (f32) = `src` (stored as `st`), all B*H*N*D elements: `src.float()`.
+pub fn to_f32(
+    p: &Problem,
+    st: Storage,
+    params: Params,
+    src: &str,
+    dst: &str,
+    caps: &AdapterCaps,
+) -> Dispatch {
+    let elems = p.qkv_elems();
+    Dispatch {
+        name: format!("to_f32_{}", src.to_lowercase()),
+        shader: kernel!("convert.wgsl", st, None),
+        entry: "to_f32",
+        overrides: vec![],
+        params,
+        bindings: vec![bind(src, Access::Read), bind(dst, Access::ReadWrite)],
+        workgroups: ew_grid(elems, caps),
+        reads_bytes: elems * st.elem_bytes(),
+        writes_bytes: elems * 4,
+        flops: 0,
+        note: format!("{src}.float(): {} -> f32 copy {dst}", p.dtype.name()),
+    }
+}
+
+/// `dst` = `src` * `factor` (both f32), all B*H*N*D elements; dispatch `name`.
+pub fn scale_f32(
+    p: &Problem,
+    mut params: Params,
+    name: &str,
+    [src, dst]: [&str; 2],
+    factor: f32,
+    caps: &AdapterCaps,
+) -> Dispatch {
+    let elems = p.qkv_elems();
+    params.factor = factor;
+    Dispatch {
+        name: name.into(),
+        shader: kernel!("convert.wgsl", Storage::F32, None),
+        entry: "scale_f32",
+        overrides: vec![],
+        params,
+        bindings: vec![bind(src, Access::Read), bind(dst, Access::ReadWrite)],
+        workgroups: ew_grid(elems, caps),
+        reads_bytes: elems * 4,
+        writes_bytes: elems * 4,
+        flops: elems,
+        note: format!("{dst} = {src} * sqrt(scale) = {src} * {factor}"),
+    }
+}

@@ -1,0 +1,98 @@
+//! `copy` and `mask` (shaders/mask.wgsl): the clone inside an out-of-place `masked_fill`, and the
+//! fill itself (entries `in_place` and, for a causal-only mask over vec4 rows, `causal_rows`).
+
+use super::{bind, ew_grid, kernel, mask_read_bytes, mask_slot, with_mask, Storage};
+use crate::gpu::AdapterCaps;
+use crate::plan::{grid_2d, Access, Dispatch, Params};
+use crate::problem::Problem;
+
+/// Rows of S per workgroup of `causal_rows`. On the H200 at B8 H16 N1024 f32
+/// (results/h200/2026-12-02-v5): 1 row 145.9 µs, 2 rows 91.9, 4 rows 95.6, 8 rows 103.4.
+pub const CAUSAL_ROWS: u64 = 2;
+
+/// `to` = a copy of `from` (both `[count, N, N]` f32): a full read and write of N x N.
+pub fn copy(st: Storage, params: Params, from: &str, to: &str, caps: &AdapterCaps) -> Dispatch {
+    let nn = params.heads as u64 * params.seq as u64 * params.seq as u64;
+    let bindings = vec![bind(from, Access::ReadWrite), bind(to, Access::ReadWrite)];
+    Dispatch {
+        name: "copy".into(),
+        shader: kernel!("mask.wgsl", st, mask_slot(&bindings)),
+        entry: "copy",
+        overrides: vec![],
+        params,
+        bindings,
+        workgroups: ew_grid(nn.div_ceil(4), caps),
+        reads_bytes: nn * 4,
+        writes_bytes: nn * 4,
+        flops: 0,
+        note: format!(
+            "the clone inside an out-of-place masked_fill: {from} -> new N x N buffer {to}"
+        ),
+    }
+}
+
+/// `masked_fill_` on `s` in place: -inf above the diagonal (causal), plus the mask bias when the
+/// problem has one; dispatched even with no mask at all, so the trace keeps its shape.
+pub fn mask(p: &Problem, st: Storage, params: Params, s: &str, caps: &AdapterCaps) -> Dispatch {
+    let count = params.heads as u64;
+    let n = params.seq as u64;
+    let nn = count * n * n;
+    let bytes = nn * 4;
+    let bindings = with_mask(p, vec![bind(s, Access::ReadWrite)]);
+    let (reads, writes, note) = if p.mask.bias.is_some() {
+        (
+            bytes + mask_read_bytes(p, count),
+            bytes,
+            format!(
+                "{s} += mask bias (read per head){}, in place",
+                if p.causal {
+                    "; -inf above the diagonal"
+                } else {
+                    ""
+                }
+            ),
+        )
+    } else if p.causal {
+        (
+            0,
+            count * n * (n - 1) / 2 * 4,
+            format!("masked_fill_ on {s}: writes -inf above the diagonal, reads nothing"),
+        )
+    } else {
+        (
+            0,
+            0,
+            "no mask: dispatched but touches no memory (keeps the trace's shape)".into(),
+        )
+    };
+    // Causal only: the row-structured kernel (no division per element) when rows are vec4s.
+    let causal_rows = n.is_multiple_of(4) && p.causal && p.mask.bias.is_none();
+    Dispatch {
+        name: "mask".into(),
+        shader: kernel!("mask.wgsl", st, mask_slot(&bindings)),
+        entry: if causal_rows {
+            "causal_rows"
+        } else {
+            "in_place"
+        },
+        overrides: if causal_rows {
+            vec![("ROWS".to_string(), CAUSAL_ROWS as f64)]
+        } else {
+            vec![]
+        },
+        params,
+        bindings,
+        workgroups: if causal_rows {
+            grid_2d(
+                (count * n).div_ceil(CAUSAL_ROWS),
+                caps.max_workgroups_per_dimension,
+            )
+        } else {
+            ew_grid(nn.div_ceil(4), caps)
+        },
+        reads_bytes: reads,
+        writes_bytes: writes,
+        flops: if p.mask.bias.is_some() { nn } else { 0 },
+        note,
+    }
+}

@@ -1,0 +1,307 @@
+//! The kernels: one host unit per WGSL kernel family. `src/kernels/<name>.rs` owns
+//! `shaders/<name>.wgsl` (and the files composed with it): its shader composition, `override`
+//! constants, tile constants, bindings and traffic / FLOP formula, returned as a
+//! [`Dispatch`](crate::plan::Dispatch) that any variant can put in its plan.
+//!
+//! | unit            | WGSL                                              | used by                  |
+//! |-----------------|---------------------------------------------------|--------------------------|
+//! | `qk.rs`         | qk.wgsl                                           | unfused*, math           |
+//! | `pv.rs`         | pv.wgsl                                           | unfused*, math           |
+//! | `scale.rs`      | scale.wgsl                                        | unfused*                 |
+//! | `mask.rs`       | mask.wgsl (`copy`, `in_place`, `causal_rows`)      | unfused*                 |
+//! | `softmax.rs`    | softmax.wgsl / softmax4.wgsl + softmax_combine.wgsl | unfused*               |
+//! | `convert.rs`    | convert.wgsl (`to_f32`, `scale_f32`)              | math                     |
+//! | `narrow.rs`     | narrow.wgsl                                       | math                     |
+//! | `math_mask.rs`  | math_mask.wgsl                                    | math                     |
+//! | `math_rows.rs`  | math_rows.wgsl                                    | math                     |
+//! | `tiled.rs`      | tiled_rt.wgsl + tiled_rt_{wg,sg}.wgsl, tiled.wgsl (+ tiled_mask.wgsl) | tiled, tiled-subgroup |
+//! | `tiled_coop.rs` | tiled_coop.wgsl + tiled_mask.wgsl                 | tiled-coop               |
+//!
+//! # Shader composition
+//! A kernel that touches Q/K/V/O or the mask is written once and composed (`kernel!`) from
+//! `dtype_<storage>.wgsl` (element type, `load`, `pack`), `common.wgsl` (Params), a mask prelude
+//! (`mask_none.wgsl`, or `mask_bias.wgsl` with its binding number filled in) and the kernel file
+//! followed by any number of part files (`kernel!("a.wgsl" + "b.wgsl" + "c.wgsl", ..)`: functions
+//! `a.wgsl` calls). The mask's binding number is not written anywhere: it is the place of the
+//! `MASK` buffer in the dispatch's binding list ([`mask_slot`]). Composed sources are built once
+//! per combination and kept for the life of the process, so the runner's module and pipeline
+//! caches (keyed by source) see one module per combination.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+use crate::gpu::AdapterCaps;
+use crate::plan::{Access, BindingDecl, BufferDecl, Role};
+use crate::problem::{DType, Problem};
+
+pub mod convert;
+pub mod mask;
+pub mod math_mask;
+pub mod math_rows;
+pub mod narrow;
+pub mod pv;
+pub mod qk;
+pub mod scale;
+pub mod softmax;
+pub mod tiled;
+pub mod tiled_coop;
+
+/// Embeds `shaders/<file>` behind the shared prelude `shaders/common.wgsl` (kernels that need no
+/// dtype or mask prelude: they only touch f32 intermediates).
+/// `shader!("a.wgsl" + "b.wgsl")` appends `shaders/b.wgsl` (functions `a.wgsl` calls).
+macro_rules! shader {
+    ($file:literal $(+ $part:literal)*) => {
+        $crate::plan::Shader {
+            file: concat!($file $(, "+", $part)*),
+            source: concat!(
+                include_str!("../../shaders/common.wgsl"),
+                include_str!(concat!("../../shaders/", $file))
+                $(, include_str!(concat!("../../shaders/", $part)))*
+            ),
+            tag: "",
+        }
+    };
+}
+pub(crate) use shader;
+
+/// Composes `shaders/<file>` (+ part files) with a storage prelude and a mask prelude (module
+/// docs): `kernel!("qk.wgsl", Storage::F16, None)`,
+/// `kernel!("tiled_rt.wgsl" + "tiled_rt_wg.wgsl" + "tiled_mask.wgsl", st, mask_slot(&b))`.
+macro_rules! kernel {
+    ($file:literal $(+ $part:literal)*, $storage:expr, $mask_binding:expr) => {
+        $crate::kernels::compose(
+            concat!($file $(, "+", $part)*),
+            concat!(
+                include_str!(concat!("../../shaders/", $file))
+                $(, include_str!(concat!("../../shaders/", $part)))*
+            ),
+            $storage,
+            $mask_binding,
+        )
+    };
+}
+pub(crate) use kernel;
+
+/// How Q/K/V/O elements are stored, i.e. which `shaders/dtype_*.wgsl` prelude a kernel gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Storage {
+    F32,
+    /// WGSL `f16` (needs SHADER_F16).
+    F16,
+    /// f16 bit patterns two per u32 through pack2x16float (no feature needed).
+    F16x2,
+    /// bf16 bit patterns two per u32.
+    Bf16,
+}
+
+impl Storage {
+    /// The storage a dtype uses in the fused and unfused kernels.
+    pub fn of(d: DType) -> Storage {
+        match d {
+            DType::F32 => Storage::F32,
+            DType::F16 => Storage::F16,
+            DType::BF16 => Storage::Bf16,
+        }
+    }
+    fn prelude(self) -> (&'static str, &'static str) {
+        match self {
+            Storage::F32 => ("f32", include_str!("../../shaders/dtype_f32.wgsl")),
+            Storage::F16 => ("f16", include_str!("../../shaders/dtype_f16.wgsl")),
+            Storage::F16x2 => ("f16x2", include_str!("../../shaders/dtype_f16x2.wgsl")),
+            Storage::Bf16 => ("bf16", include_str!("../../shaders/dtype_bf16.wgsl")),
+        }
+    }
+    /// Bytes of one element in device memory.
+    pub fn elem_bytes(self) -> u64 {
+        match self {
+            Storage::F32 => 4,
+            Storage::F16 | Storage::F16x2 | Storage::Bf16 => 2,
+        }
+    }
+    /// Elements per storage slot.
+    pub fn pack(self) -> u32 {
+        match self {
+            Storage::F32 | Storage::F16 => 1,
+            Storage::F16x2 | Storage::Bf16 => 2,
+        }
+    }
+}
+
+type ComposeKey = (&'static str, Storage, Option<u32>);
+static COMPOSED: Mutex<Option<HashMap<ComposeKey, crate::plan::Shader>>> = Mutex::new(None);
+
+/// See `kernel!`.
+pub fn compose(
+    file: &'static str,
+    body: &'static str,
+    storage: Storage,
+    mask_binding: Option<u32>,
+) -> crate::plan::Shader {
+    let key = (file, storage, mask_binding);
+    let mut guard = COMPOSED.lock().unwrap_or_else(|e| e.into_inner());
+    let map = guard.get_or_insert_with(HashMap::new);
+    if let Some(s) = map.get(&key) {
+        return *s;
+    }
+    let (st_name, st_src) = storage.prelude();
+    let mask_src = match mask_binding {
+        Some(b) => {
+            include_str!("../../shaders/mask_bias.wgsl").replace("MASK_BINDING", &b.to_string())
+        }
+        None => include_str!("../../shaders/mask_none.wgsl").to_string(),
+    };
+    // Global directives (`enable`, `diagnostic`) must precede every declaration: the body's (e.g.
+    // tiled_coop.wgsl's `enable wgpu_cooperative_matrix;`) go first, then the dtype prelude (with
+    // `enable f16;`).
+    let (enables, rest): (Vec<&str>, Vec<&str>) = body.lines().partition(|l| {
+        let l = l.trim_start();
+        l.starts_with("enable ") || l.starts_with("diagnostic(")
+    });
+    let source = format!(
+        "{}\n{st_src}\n{}\n{mask_src}\n{}",
+        enables.join("\n"),
+        include_str!("../../shaders/common.wgsl"),
+        rest.join("\n")
+    );
+    let tag = if mask_binding.is_some() {
+        format!("{st_name}+mask")
+    } else {
+        st_name.to_string()
+    };
+    let s = crate::plan::Shader {
+        file,
+        source: Box::leak(source.into_boxed_str()),
+        tag: Box::leak(tag.into_boxed_str()),
+    };
+    map.insert(key, s);
+    s
+}
+
+/// The name of the mask bias buffer in every plan (uploaded from [`crate::problem::Inputs::bias`]).
+pub const MASK: &str = "MASK";
+
+/// The `@binding` of the mask bias in a dispatch with these storage bindings: its place in the
+/// list (bindings are numbered from 1 in list order, 0 is `params`), or `None` without one.
+pub fn mask_slot(bindings: &[BindingDecl]) -> Option<u32> {
+    bindings
+        .iter()
+        .position(|b| b.buffer == MASK)
+        .map(|i| i as u32 + 1)
+}
+
+pub(crate) fn bind(buffer: &str, access: Access) -> BindingDecl {
+    BindingDecl {
+        buffer: buffer.into(),
+        access,
+    }
+}
+
+/// `bindings` followed by `MASK` (read-only) when the problem has a mask bias.
+pub(crate) fn with_mask(p: &Problem, mut bindings: Vec<BindingDecl>) -> Vec<BindingDecl> {
+    if p.mask.bias.is_some() {
+        bindings.push(bind(MASK, Access::Read));
+    }
+    bindings
+}
+
+pub(crate) fn buf(name: &str, bytes: u64, role: Role, n_by_n: bool) -> BufferDecl {
+    BufferDecl {
+        name: name.into(),
+        bytes,
+        role,
+        n_by_n,
+    }
+}
+
+/// Threads per workgroup of the element-wise kernels (scale, mask, convert, math_rows, ...).
+pub const EW_WG: u64 = 256;
+
+/// The element-wise grid over `elems` work items (one per thread), split over x and y.
+pub(crate) fn ew_grid(elems: u64, caps: &AdapterCaps) -> [u32; 3] {
+    crate::plan::grid_2d(elems.div_ceil(EW_WG), caps.max_workgroups_per_dimension)
+}
+
+/// Shared check: a buffer of `bytes` must fit one storage binding and one buffer on this adapter.
+pub(crate) fn check_binding(
+    what: &str,
+    bytes: u64,
+    caps: &AdapterCaps,
+) -> std::result::Result<(), String> {
+    if bytes > caps.max_storage_binding {
+        return Err(format!(
+            "{what} needs {bytes} bytes in one storage binding, above this adapter's \
+             max_storage_buffer_binding_size of {}",
+            caps.max_storage_binding
+        ));
+    }
+    if bytes > caps.max_buffer {
+        return Err(format!(
+            "{what} needs a {bytes}-byte buffer, above this adapter's max_buffer_size of {}",
+            caps.max_buffer
+        ));
+    }
+    Ok(())
+}
+
+/// Shared check: a grid dimension must not exceed the adapter's limit.
+pub(crate) fn check_grid(
+    what: &str,
+    groups: u64,
+    caps: &AdapterCaps,
+) -> std::result::Result<u32, String> {
+    if groups > caps.max_workgroups_per_dimension as u64 {
+        return Err(format!(
+            "{what} needs {groups} workgroups in one dimension, above this adapter's \
+             max_compute_workgroups_per_dimension of {}",
+            caps.max_workgroups_per_dimension
+        ));
+    }
+    Ok(groups as u32)
+}
+
+/// Chunking of the N x N buffers over heads: how many heads' N x N f32 matrices fit one binding
+/// and one buffer (and 32-bit indexing). `Err` only when not even one head fits.
+pub(crate) fn heads_per_chunk(p: &Problem, caps: &AdapterCaps) -> std::result::Result<u64, String> {
+    let per_head = p.seq as u64 * p.seq as u64 * 4;
+    let limit = caps
+        .max_storage_binding
+        .min(caps.max_buffer)
+        .min(u32::MAX as u64 + 1);
+    let fit = limit / per_head;
+    if fit == 0 {
+        return Err(format!(
+            "one head's N x N score matrix (N={}: {per_head} bytes) cannot be bound: above this \
+             adapter's max_storage_buffer_binding_size {} / max_buffer_size {}",
+            p.seq, caps.max_storage_binding, caps.max_buffer
+        ));
+    }
+    Ok(fit.min(p.bh()))
+}
+
+/// The chunks of heads: (first head, heads) pairs covering 0..B*H.
+pub(crate) fn chunks(bh: u64, per: u64) -> Vec<(u64, u64)> {
+    (0..bh.div_ceil(per))
+        .map(|c| (c * per, per.min(bh - c * per)))
+        .collect()
+}
+
+/// Shared check of the mask bias buffer; returns its bytes (0 without one).
+pub(crate) fn check_mask(p: &Problem, caps: &AdapterCaps) -> std::result::Result<u64, String> {
+    let bytes = p.bias_bytes();
+    if bytes > 0 {
+        check_binding("the mask bias buffer [Bm, Hm, N, N] f32", bytes, caps)?;
+    }
+    Ok(bytes)
+}
+
+/// Bytes of the mask bias a dispatch over `count` heads reads: one N x N block per head (a
+/// broadcast mask is counted again for every head that reads it).
+pub(crate) fn mask_read_bytes(p: &Problem, count: u64) -> u64 {
+    if p.mask.bias.is_some() {
+        count * p.seq as u64 * p.seq as u64 * 4
+    } else {
+        0
+    }
+}

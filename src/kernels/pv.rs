@@ -1,0 +1,45 @@
+//! `pv`: O = P·V for a slice of heads (shaders/pv.wgsl): one workgroup per 128-row x 64-column
+//! tile of O, over all N keys.
+
+use super::{bind, check_grid, kernel, Storage};
+use crate::gpu::AdapterCaps;
+use crate::plan::{Access, Dispatch, Params};
+
+/// Rows (TM) and columns (TN) of O per workgroup (pv.wgsl's `const TM`, `TN`).
+pub const TM: u64 = 128;
+pub const TN: u64 = 64;
+
+/// O (`[count, N, D]` as `st`) = P (`[count, N, N]` f32) · V. Reads P and V once, writes O.
+pub fn pv(
+    st: Storage,
+    params: Params,
+    [p, v, o]: [&str; 3],
+    caps: &AdapterCaps,
+    note: &str,
+) -> Result<Dispatch, String> {
+    let count = params.heads as u64;
+    let n = params.seq as u64;
+    let d = params.head_dim as u64;
+    let io = count * n * d * st.elem_bytes();
+    Ok(Dispatch {
+        name: "pv".into(),
+        shader: kernel!("pv.wgsl", st, None),
+        entry: "main",
+        overrides: vec![],
+        params,
+        bindings: vec![
+            bind(p, Access::Read),
+            bind(v, Access::Read),
+            bind(o, Access::ReadWrite),
+        ],
+        workgroups: [
+            check_grid("D / 64 tiles", d.div_ceil(TN), caps)?,
+            check_grid("N / 128 tiles", n.div_ceil(TM), caps)?,
+            count as u32,
+        ],
+        reads_bytes: count * n * n * 4 + io,
+        writes_bytes: io,
+        flops: 2 * count * n * n * d,
+        note: note.into(),
+    })
+}

@@ -1,0 +1,36 @@
+//! `softmax`: P = softmax(S) row-wise, in place (shaders/softmax.wgsl, one row per workgroup; or
+//! shaders/softmax4.wgsl, four rows per workgroup as vec4s, when N % 4 == 0), both with the
+//! online max/sum merge of shaders/softmax_combine.wgsl. A fully-masked row gives NaN (0/0).
+
+use super::{bind, shader};
+use crate::gpu::AdapterCaps;
+use crate::plan::{grid_2d, Access, Dispatch, Params};
+
+pub fn softmax(params: Params, s: &str, caps: &AdapterCaps) -> Dispatch {
+    let count = params.heads as u64;
+    let n = params.seq as u64;
+    let nn = count * n * n;
+    let rows4 = n.is_multiple_of(4);
+    let max_dim = caps.max_workgroups_per_dimension;
+    Dispatch {
+        name: "softmax".into(),
+        shader: if rows4 {
+            shader!("softmax4.wgsl" + "softmax_combine.wgsl")
+        } else {
+            shader!("softmax.wgsl" + "softmax_combine.wgsl")
+        },
+        entry: "main",
+        overrides: vec![],
+        params,
+        bindings: vec![bind(s, Access::ReadWrite)],
+        workgroups: if rows4 {
+            grid_2d((count * n).div_ceil(4), max_dim) // four rows per workgroup
+        } else {
+            grid_2d(count * n, max_dim)
+        },
+        reads_bytes: nn * 4,
+        writes_bytes: nn * 4,
+        flops: 5 * nn,
+        note: "row-wise max-subtracted softmax, in place; a fully-masked row gives NaN".into(),
+    }
+}

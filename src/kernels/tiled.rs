@@ -1,0 +1,276 @@
+//! `attention` for the register-tiled and row-per-thread fused kernels (the `tiled` and
+//! `tiled-subgroup` variants):
+//! - shaders/tiled_rt.wgsl, register-tiled (a 4 x 4 score tile and a 4 x 16 output tile per
+//!   thread), for D <= 64 on adapters with >= 31232 bytes of workgroup storage, with its row
+//!   reductions from shaders/tiled_rt_wg.wgsl (workgroup memory) or shaders/tiled_rt_sg.wgsl
+//!   (subgroup shuffles), and its score masking from shaders/tiled_mask.wgsl;
+//! - shaders/tiled.wgsl (+ tiled_mask.wgsl), one query row per thread, for any D up to 256 and
+//!   small workgroup storage.
+//!
+//! The host picks the `override` constants of tiled.wgsl: BR query rows per workgroup (one thread
+//! each), the largest whose workgroup storage fits the adapter's
+//! `max_compute_workgroup_storage_size`; D4 = ceil(D/4) and the odd row pitch DP. BC = 16 keys per
+//! block is fixed by the kernels.
+
+use super::{bind, check_grid, check_mask, kernel, mask_slot, with_mask, Storage};
+use crate::gpu::AdapterCaps;
+use crate::plan::{Access, Dispatch, Params};
+use crate::problem::{DType, Problem};
+pub use crate::tile::{TileChoice, TileConfig, RT_PART_STORAGE, RT_STORAGE};
+
+/// BR candidates, preferred first: BR = 64 halves the K/V re-reads of BR = 32.
+const BR_CANDIDATES: &[u32] = &[64, 32, 16, 8, 4];
+/// Keys per staged block: fixed in tiled.wgsl (four named vec4 score registers).
+pub const BC: u32 = 16;
+
+/// The configuration of `choice` for head dimension `head_dim`, or why it does not fit this adapter.
+pub fn config_for(
+    choice: TileChoice,
+    head_dim: u32,
+    caps: &AdapterCaps,
+) -> Result<TileConfig, String> {
+    let d4 = head_dim.div_ceil(4);
+    match choice {
+        TileChoice::RegisterTiled => {
+            if head_dim > 64 {
+                return Err(format!(
+                    "tile `rt`: the register-tiled kernel holds at most D = 64 columns (got D={head_dim})"
+                ));
+            }
+            if RT_STORAGE > caps.max_workgroup_storage as u64 {
+                return Err(format!(
+                    "tile `rt` needs {RT_STORAGE} bytes of workgroup storage, this adapter allows {}",
+                    caps.max_workgroup_storage
+                ));
+            }
+            if caps.max_invocations_per_workgroup < 64 || caps.max_workgroup_size_x < 64 {
+                return Err(format!(
+                    "tile `rt` needs 64-thread workgroups, this adapter allows {} invocations \
+                     ({} in x)",
+                    caps.max_invocations_per_workgroup, caps.max_workgroup_size_x
+                ));
+            }
+            Ok(TileConfig {
+                register_tiled: true,
+                br: 64,
+                bc: BC,
+                d4,
+                dp: 17,
+            })
+        }
+        TileChoice::Row(br) => {
+            let cfg = TileConfig {
+                register_tiled: false,
+                br,
+                bc: BC,
+                d4,
+                dp: d4 | 1,
+            };
+            if br == 0 {
+                return Err("tile `row:0`: BR must be at least 1".into());
+            }
+            if cfg.storage_bytes() > caps.max_workgroup_storage as u64 {
+                return Err(format!(
+                    "tile `{choice}` does not fit: BR={br}, BC={BC}, D={head_dim} needs {} bytes of \
+                     workgroup storage ((2*BR + 2*BC) * DP * 16 + 4*BR, DP={}), this adapter allows {}",
+                    cfg.storage_bytes(),
+                    cfg.dp,
+                    caps.max_workgroup_storage
+                ));
+            }
+            if br > caps.max_invocations_per_workgroup || br > caps.max_workgroup_size_x {
+                return Err(format!(
+                    "tile `{choice}` does not fit: BR={br} threads per workgroup, this adapter allows \
+                     {} invocations ({} in x)",
+                    caps.max_invocations_per_workgroup, caps.max_workgroup_size_x
+                ));
+            }
+            Ok(cfg)
+        }
+    }
+}
+
+/// Every tile choice `tune` tries, preferred first: `rt`, then `row:BR` for BR in
+/// [`BR_CANDIDATES`]. Not all of them fit a given adapter (see [`candidates`]).
+pub fn all_choices() -> Vec<TileChoice> {
+    std::iter::once(TileChoice::RegisterTiled)
+        .chain(BR_CANDIDATES.iter().map(|&br| TileChoice::Row(br)))
+        .collect()
+}
+
+/// The tile choices that fit this adapter for `head_dim`, preferred first.
+pub fn candidates(head_dim: u32, caps: &AdapterCaps) -> Vec<(TileChoice, TileConfig)> {
+    all_choices()
+        .into_iter()
+        .filter_map(|c| config_for(c, head_dim, caps).ok().map(|cfg| (c, cfg)))
+        .collect()
+}
+
+/// The default configuration: the first of [`all_choices`] that fits this adapter, or why none does.
+pub fn choose(head_dim: u32, caps: &AdapterCaps) -> Result<TileConfig, String> {
+    default_choice(head_dim, caps).map(|(_, cfg)| cfg)
+}
+
+/// [`choose`] with the choice it made.
+pub fn default_choice(
+    head_dim: u32,
+    caps: &AdapterCaps,
+) -> Result<(TileChoice, TileConfig), String> {
+    if let Some(first) = candidates(head_dim, caps).into_iter().next() {
+        return Ok(first);
+    }
+    let d4 = head_dim.div_ceil(4);
+    let smallest = TileConfig {
+        register_tiled: false,
+        br: 4,
+        bc: BC,
+        d4,
+        dp: d4 | 1,
+    };
+    Err(format!(
+        "workgroup storage too small for D={head_dim}: the smallest tile (BR=4, BC=16) needs {} bytes, \
+         this adapter allows {}",
+        smallest.storage_bytes(),
+        caps.max_workgroup_storage
+    ))
+}
+
+/// Keys each query block reads: all N, or up to the end of the block when causal.
+fn keys_for_block(p: &Problem, br: u64, qb: u64) -> u64 {
+    let n = p.seq as u64;
+    if p.causal {
+        n.min((qb + 1) * br)
+    } else {
+        n
+    }
+}
+
+/// The traffic and work of a fused kernel with `br` query rows per workgroup: Q once, K and V once
+/// per query block (only the blocks up to the diagonal when causal), the mask bias for every
+/// visited (row, key) pair, O once. Work: every (row, key) pair of the visited blocks, masked or
+/// not. Returns (query blocks, bytes read, FLOPs).
+pub(crate) fn fused_traffic(p: &Problem, br: u64) -> (u64, u64, u64) {
+    let e = p.dtype.bytes();
+    let n = p.seq as u64;
+    let d = p.head_dim as u64;
+    let bh = p.bh();
+    let blocks = n.div_ceil(br);
+    let mut kv_rows = 0u64;
+    let mut pairs = 0u64;
+    for qb in 0..blocks {
+        let keys = keys_for_block(p, br, qb);
+        let rows = br.min(n - qb * br);
+        kv_rows += keys;
+        pairs += rows * keys;
+    }
+    let mask_reads = if p.mask.bias.is_some() {
+        bh * pairs * 4
+    } else {
+        0
+    };
+    let reads = p.qkv_bytes() + bh * kv_rows * d * e * 2 + mask_reads;
+    (blocks, reads, bh * pairs * d * 4)
+}
+
+/// The fused kernel's bindings: Q, K, V, O, then MASK when the problem has one.
+pub(crate) fn fused_bindings(p: &Problem) -> Vec<crate::plan::BindingDecl> {
+    with_mask(
+        p,
+        vec![
+            bind("Q", Access::Read),
+            bind("K", Access::Read),
+            bind("V", Access::Read),
+            bind("O", Access::ReadWrite),
+        ],
+    )
+}
+
+/// The one fused dispatch over all heads, `blocks` query blocks x B*H.
+pub(crate) fn fused_dispatch(
+    p: &Problem,
+    caps: &AdapterCaps,
+    shader: crate::plan::Shader,
+    overrides: Vec<(String, f64)>,
+    cfg: &TileConfig,
+) -> Result<Dispatch, String> {
+    check_mask(p, caps)?;
+    let (blocks, reads, flops) = fused_traffic(p, cfg.br as u64);
+    let x = check_grid("N / BR query blocks", blocks, caps)?;
+    let heads = check_grid("B*H", p.bh(), caps)?;
+    Ok(Dispatch {
+        name: "attention".into(),
+        shader,
+        entry: "main",
+        overrides,
+        params: Params::of(p),
+        bindings: fused_bindings(p),
+        workgroups: [x, heads, 1],
+        reads_bytes: reads,
+        writes_bytes: p.qkv_bytes(),
+        flops,
+        note: format!(
+            "fused: {} query blocks of {} rows x key blocks of {}; online softmax; {}",
+            blocks,
+            cfg.br,
+            cfg.bc,
+            if p.causal {
+                "key blocks above the diagonal skipped"
+            } else {
+                "all key blocks"
+            }
+        ),
+    })
+}
+
+/// How the register-tiled kernel combines the partial row maxima and sums of the 4 threads that
+/// share a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reduce {
+    /// Through workgroup memory and a barrier (tiled_rt_wg.wgsl): any adapter.
+    Workgroup,
+    /// Through subgroup shuffles (tiled_rt_sg.wgsl): needs SUBGROUP.
+    Subgroup,
+}
+
+/// The fused dispatch of tile configuration `cfg`: the register-tiled kernel with `reduce`, or the
+/// row-per-thread kernel (which has no partial rows to combine).
+pub fn attention(
+    p: &Problem,
+    caps: &AdapterCaps,
+    cfg: &TileConfig,
+    reduce: Reduce,
+) -> Result<Dispatch, String> {
+    let st = Storage::of(p.dtype);
+    let mask = mask_slot(&fused_bindings(p));
+    let (shader, overrides) = if cfg.register_tiled {
+        // tiled_rt.wgsl double-buffers K/V through registers for f32 storage only (measured on
+        // the H200: see PREFETCH in the kernel).
+        let prefetch = vec![(
+            "PREFETCH".to_string(),
+            if p.dtype == DType::F32 { 1.0 } else { 0.0 },
+        )];
+        let shader = match reduce {
+            Reduce::Workgroup => kernel!(
+                "tiled_rt.wgsl" + "tiled_rt_wg.wgsl" + "tiled_mask.wgsl",
+                st,
+                mask
+            ),
+            Reduce::Subgroup => kernel!(
+                "tiled_rt.wgsl" + "tiled_rt_sg.wgsl" + "tiled_mask.wgsl",
+                st,
+                mask
+            ),
+        };
+        (shader, prefetch)
+    } else {
+        (
+            kernel!("tiled.wgsl" + "tiled_mask.wgsl", st, mask),
+            vec![
+                ("BR".to_string(), cfg.br as f64),
+                ("D4".to_string(), cfg.d4 as f64),
+                ("DP".to_string(), cfg.dp as f64),
+            ],
+        )
+    };
+    fused_dispatch(p, caps, shader, overrides, cfg)
+}

@@ -1,0 +1,63 @@
+//! `attention` on cooperative matrices (shaders/tiled_coop.wgsl + tiled_mask.wgsl, the
+//! `tiled-coop` variant): f16 Q·Kᵀ and P·V as 16 x 16 x 16 products with f32 accumulators, four
+//! independent 32-wide subgroups per workgroup of 64 query rows, key blocks of 64.
+
+use super::{check_binding, kernel, mask_slot, Storage};
+use crate::gpu::AdapterCaps;
+use crate::plan::Dispatch;
+use crate::problem::Problem;
+use crate::tile::TileConfig;
+
+/// Workgroup storage of tiled_coop.wgsl (its header comment derives it).
+pub const STORAGE: u64 = 43008;
+/// Rows (of Q) and keys (of K and V) past N that tiled_coop.wgsl's cooperative loads may read: the
+/// last query block and key block of a head are read whole.
+pub const PAD_ROWS: u64 = 64;
+
+/// The kernel's tile: BR = 64 query rows, BC = 64 keys.
+pub fn tile(p: &Problem) -> TileConfig {
+    TileConfig {
+        register_tiled: false,
+        br: 64,
+        bc: 64,
+        d4: p.head_dim.div_ceil(4),
+        dp: 0,
+    }
+}
+
+/// Bytes of each of the Q, K and V buffers: the tensor plus [`PAD_ROWS`] rows past the last head.
+pub fn input_bytes(p: &Problem) -> u64 {
+    p.qkv_bytes() + PAD_ROWS * p.head_dim as u64 * p.dtype.bytes()
+}
+
+/// tiled_coop.wgsl's choices (see the kernel), as measured on the H200 at B8 H16 N1024 D64 causal
+/// f16: how P enters P V (`LO` = 2, hi + unscaled lo into the same accumulators: 480 µs, PASS,
+/// results/h200/2026-12-02-v8-noregs; 0, P in one f16 as FlashAttention does: fails the f16
+/// tolerance, results/h200/2026-12-02-v5/ab), the lazy-rescale threshold (`TAU` = 8; 0,
+/// FlashAttention-2's rescale on every new maximum, was 14 % slower in v5) and the register
+/// prefetch of the next K/V block (`PREFETCH` = 1; 0 was 8 % slower in v5).
+pub fn overrides() -> Vec<(String, f64)> {
+    vec![
+        ("LO".to_string(), 2.0),
+        ("TAU".to_string(), 8.0),
+        ("PREFETCH".to_string(), 1.0),
+    ]
+}
+
+/// The fused dispatch. The caller has checked the adapter (cooperative matrices, 32-wide
+/// subgroups, [`STORAGE`]) and D.
+pub fn attention(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
+    check_binding("Q/K/V", input_bytes(p), caps)?;
+    let mask = mask_slot(&super::tiled::fused_bindings(p));
+    super::tiled::fused_dispatch(
+        p,
+        caps,
+        kernel!(
+            "tiled_coop.wgsl" + "tiled_mask.wgsl",
+            Storage::of(p.dtype),
+            mask
+        ),
+        overrides(),
+        &tile(p),
+    )
+}

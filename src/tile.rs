@@ -1,0 +1,98 @@
+//! Tile types of the fused `tiled` kernels: what `tune` searches, `--tile` forces, a [`Problem`]
+//! may carry and a [`Plan`] records. A leaf module: it depends on nothing else in the crate, so
+//! `problem`, `plan` and `variants` can all use it without an import cycle.
+//!
+//! [`Problem`]: crate::problem::Problem
+//! [`Plan`]: crate::plan::Plan
+
+/// Workgroup storage of tiled_rt.wgsl + tiled_rt_wg.wgsl (their header comments derive it).
+pub const RT_STORAGE: u64 = 31232;
+/// The part of it that tiled_rt_wg.wgsl adds (absent with subgroup reductions).
+pub const RT_PART_STORAGE: u64 = 1024;
+
+/// Tile configuration of the fused kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TileConfig {
+    /// True for the register-tiled kernel (tiled_rt.wgsl), false for one row per thread.
+    pub register_tiled: bool,
+    pub br: u32,
+    pub bc: u32,
+    pub d4: u32,
+    pub dp: u32,
+}
+
+impl TileConfig {
+    /// Workgroup storage in bytes: qs + os (BR rows) + ks + vs (BC rows), DP vec4 each, + inv_l.
+    pub fn storage_bytes(&self) -> u64 {
+        if self.register_tiled {
+            return RT_STORAGE;
+        }
+        (2 * self.br as u64 + 2 * self.bc as u64) * self.dp as u64 * 16 + 4 * self.br as u64
+    }
+}
+
+/// Which kernel (and BR) the `tiled` variant runs: what `tune` searches and `--tile` forces.
+/// Written `rt` (the register-tiled kernel) or `row:BR` (one row per thread, BR rows a workgroup).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TileChoice {
+    RegisterTiled,
+    Row(u32),
+}
+
+impl TileChoice {
+    /// Parses `rt` or `row:BR` (BR a positive integer; whether it fits is the builder's question).
+    pub fn parse(s: &str) -> Result<TileChoice, String> {
+        let t = s.trim();
+        if t == "rt" {
+            return Ok(TileChoice::RegisterTiled);
+        }
+        if let Some(br) = t.strip_prefix("row:") {
+            return match br.trim().parse::<u32>() {
+                Ok(0) => Err(format!("--tile `{s}`: BR must be at least 1")),
+                Ok(n) => Ok(TileChoice::Row(n)),
+                Err(_) => Err(format!("--tile `{s}`: `{br}` is not a positive integer")),
+            };
+        }
+        Err(format!(
+            "--tile `{s}` is unknown (expected `rt`, the register-tiled kernel, or `row:BR`, e.g. `row:32`)"
+        ))
+    }
+}
+
+impl std::fmt::Display for TileChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TileChoice::RegisterTiled => write!(f, "rt"),
+            TileChoice::Row(br) => write!(f, "row:{br}"),
+        }
+    }
+}
+
+impl serde::Serialize for TileChoice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TileChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        TileChoice::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A tile choice imposed on the `tiled` variant, and where it came from (`--tile`,
+/// `tuned: <cache path>`, `tune candidate`). Carried in [`Problem::tile`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TileRequest {
+    pub choice: TileChoice,
+    pub source: String,
+}
+
+/// The tile choice a plan used and why: [`TileRequest::source`], or `default` (the builder's own
+/// preference, [`choose`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TileUsed {
+    pub choice: TileChoice,
+    pub source: String,
+}
