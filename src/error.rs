@@ -19,6 +19,9 @@ pub enum Error {
     /// A wgpu validation / out-of-memory / internal error captured by an error scope.
     #[error("GPU error during {stage}: {message}")]
     Gpu { stage: String, message: String },
+    /// Submitted GPU work did not finish within the device-wait limit (`--gpu-timeout`).
+    #[error("GPU work did not finish within {seconds} s during {stage} (a hung or overloaded GPU; raise --gpu-timeout if the work is just long)")]
+    Timeout { stage: String, seconds: f64 },
     /// The device was lost (driver reset, timeout, out of memory, ...).
     #[error("GPU device lost: {0}")]
     DeviceLost(String),

@@ -247,6 +247,8 @@ pub struct Gpu {
     pub setup_ms: f64,
     /// When `Gpu::open` started (places device creation on a trace's CPU lane).
     pub opened_at: std::time::Instant,
+    /// How long [`Gpu::wait`] waits for submitted work before it gives up ([`Gpu::DEFAULT_TIMEOUT`]).
+    pub wait_timeout: std::time::Duration,
 }
 
 impl Gpu {
@@ -348,6 +350,7 @@ impl Gpu {
             lost,
             setup_ms: t0.elapsed().as_secs_f64() * 1e3,
             opened_at: t0,
+            wait_timeout: Gpu::DEFAULT_TIMEOUT,
         })
     }
 
@@ -387,14 +390,41 @@ impl Gpu {
         Ok(())
     }
 
-    /// Blocks until all submitted work is done.
+    /// The default of [`Gpu::wait_timeout`] (`--gpu-timeout`): long enough for the largest
+    /// software-adapter runs the README shows, short enough that a hung GPU is reported.
+    pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+    /// Blocks until all submitted work is done, in slices of at most one second (so that a lost
+    /// device is seen between them), for at most [`Gpu::wait_timeout`]; then fails with
+    /// [`Error::Timeout`] naming `stage`.
     pub fn wait(&self, stage: &str) -> Result<()> {
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu {
-                stage: stage.to_string(),
-                message: e.to_string(),
-            })?;
+        let start = std::time::Instant::now();
+        let slice = std::time::Duration::from_secs(1);
+        loop {
+            let left = self.wait_timeout.saturating_sub(start.elapsed());
+            match self.device.poll(wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: Some(left.min(slice)),
+            }) {
+                Ok(_) => break,
+                Err(wgpu::PollError::Timeout) if !left.is_zero() && left > slice => {
+                    self.check(stage)?;
+                }
+                Err(wgpu::PollError::Timeout) => {
+                    self.check(stage)?;
+                    return Err(Error::Timeout {
+                        stage: stage.to_string(),
+                        seconds: self.wait_timeout.as_secs_f64(),
+                    });
+                }
+                Err(e) => {
+                    return Err(Error::Gpu {
+                        stage: stage.to_string(),
+                        message: e.to_string(),
+                    })
+                }
+            }
+        }
         self.check(stage)
     }
 }
