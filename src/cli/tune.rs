@@ -6,47 +6,35 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use attn_wgpu::gpu::runner::{Runner, Schedule};
+use attn_wgpu::gpu::runner::Runner;
 use attn_wgpu::gpu::Gpu;
-use attn_wgpu::problem::{DType, Inputs, Problem};
+use attn_wgpu::problem::{Inputs, Problem};
 use attn_wgpu::report::json;
+use attn_wgpu::tile::{TileChoice, TileRequest};
 use attn_wgpu::tune::{self, ShapeClass, TuneEntry, TuneFile};
-use attn_wgpu::variants::tiled::{TileChoice, TileRequest};
 use attn_wgpu::{probe, variants, Error};
 
-use super::{bad, check_out_path};
-use crate::{selection, AdapterSel};
+use super::args::{AdapterSel, ScheduleArgs, ShapeArgs, RUN, RUN_SEQ};
+use super::{bad, check_out_path, features_of};
+
+const DEFAULTS: super::args::Defaults = super::args::Defaults {
+    warmup: 2,
+    reps: 10,
+    ..RUN
+};
 
 #[derive(Args)]
 pub struct TuneArgs {
     /// Variant whose tile configuration is searched (today: tiled).
     #[arg(long, default_value = "tiled")]
     variant: String,
-    #[arg(long, default_value_t = crate::DEFAULT_BATCH)]
-    batch: u32,
-    #[arg(long, default_value_t = crate::DEFAULT_HEADS)]
-    heads: u32,
-    /// Sequence length N (the cache entry holds its power-of-two bucket).
-    #[arg(long, default_value_t = crate::DEFAULT_SEQ)]
+    /// Sequence length N (default 256; the cache entry holds its power-of-two bucket).
+    #[arg(long, default_value_t = RUN_SEQ)]
     seq: u32,
-    #[arg(long, default_value_t = crate::DEFAULT_HEAD_DIM)]
-    head_dim: u32,
-    /// f32, f16 or bf16.
-    #[arg(long, default_value = "f32")]
-    dtype: String,
-    /// Causal mask (the default).
-    #[arg(long, overrides_with = "no_causal")]
-    causal: bool,
-    #[arg(long)]
-    no_causal: bool,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Forwards run per candidate after its cold call and before the recorded ones.
-    #[arg(long, default_value_t = 2)]
-    warmup: u32,
-    /// Recorded forwards per candidate (the median decides).
-    #[arg(long, default_value_t = 10)]
-    reps: u32,
+    #[command(flatten)]
+    shape: ShapeArgs,
+    #[command(flatten)]
+    schedule: ScheduleArgs,
     /// Cache file to write or update (default: this adapter's file in the per-user cache, where
     /// `run` looks).
     #[arg(long)]
@@ -56,28 +44,23 @@ pub struct TuneArgs {
 }
 
 pub fn cmd_tune(a: TuneArgs) -> anyhow::Result<u8> {
-    variants::find(&a.variant)?;
-    if !tune::TUNABLE.contains(&a.variant.as_str()) {
+    let v = variants::find(&a.variant)?;
+    if !v.tiles {
         return Err(bad(format!(
             "--variant {}: nothing to tune (tunable: {})",
             a.variant,
-            tune::TUNABLE.join(", ")
+            super::tile_variant_names()
         )));
     }
-    if a.reps == 0 {
-        return Err(bad("--reps must be at least 1 (got 0)".into()));
-    }
+    // Candidates are ranked by GPU time only: no host-only forwards.
+    let schedule = a.schedule.schedule(&DEFAULTS, 0)?;
     if let Some(p) = &a.out {
         check_out_path("--out", p)?;
     }
-    let mut p = Problem::new(a.batch, a.heads, a.seq, a.head_dim, !a.no_causal, a.seed);
-    p.dtype = DType::parse(&a.dtype)?;
-    p.validate()?;
-    let mut wanted = variants::features_for(&[a.variant.as_str()]);
-    if p.dtype == DType::F16 {
-        wanted |= wgpu::Features::SHADER_F16;
-    }
-    let gpu = Gpu::open(&selection(&a.sel), wanted)?;
+    let p = a.shape.problem(a.seq, &DEFAULTS)?;
+    attn_wgpu::budget::check_host(&p, 1)?;
+    let wanted = features_of(std::slice::from_ref(&a.variant), p.dtype);
+    let gpu = a.sel.open(wanted)?;
     let out = a
         .out
         .clone()
@@ -111,18 +94,12 @@ pub fn cmd_tune(a: TuneArgs) -> anyhow::Result<u8> {
         gpu.report.backend,
         p.shape_string(),
         class.key(),
-        a.warmup,
-        a.reps
+        schedule.warmup,
+        schedule.reps
     );
     let x = Inputs::generate(&p);
     let mut runner = Runner::new(&gpu)?;
     runner.set_bounds_checks(false);
-    let schedule = Schedule {
-        warmup: a.warmup,
-        reps: a.reps,
-        // Candidates are ranked by GPU time only.
-        host_reps: 0,
-    };
     let runs = tune::run_candidates(&gpu, &mut runner, &p, &x, &a.variant, schedule)?;
     let cands: Vec<tune::Candidate> = runs.iter().map(|(c, r)| tune::candidate(*c, r)).collect();
     let best = tune::best(&cands).cloned();
@@ -175,7 +152,7 @@ pub fn cmd_tune(a: TuneArgs) -> anyhow::Result<u8> {
             choice: best.choice,
             gpu_median_us: best.gpu_median_us.unwrap_or(f64::NAN),
             shape: p.shape_string(),
-            reps: a.reps,
+            reps: schedule.reps,
             command,
             candidates: cands.clone(),
         },
@@ -238,16 +215,12 @@ pub fn tile_request(
         });
     }
     let (f, path) = cache.as_ref()?;
-    match tune::request_for(f, path, "tiled", p, &gpu.caps) {
+    let tiled = variants::tile_variants().into_iter().next()?;
+    match tune::request_for(f, path, tiled.name(), p, &gpu.caps) {
         Ok(r) => r,
         Err(w) => {
             eprintln!("warning: {w}");
             None
         }
     }
-}
-
-/// Parses `--tile` (exit 2 when malformed).
-pub fn parse_tile(s: Option<&str>) -> anyhow::Result<Option<TileChoice>> {
-    s.map(|s| TileChoice::parse(s).map_err(bad)).transpose()
 }

@@ -1,0 +1,205 @@
+//! The argument groups several subcommands share, defined once (clap `flatten`), and their
+//! validation in one place. Each subcommand supplies its own defaults ([`Defaults`]), which its
+//! `--help` states.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use attn_wgpu::gpu::runner::Schedule;
+use attn_wgpu::gpu::AdapterSelection;
+use attn_wgpu::problem::{DType, Problem};
+use attn_wgpu::tile::TileChoice;
+
+use super::bad;
+
+/// Which adapter, and how long to wait for it.
+#[derive(Args)]
+pub struct AdapterSel {
+    /// vulkan, metal, dx12, gl or all (default: WGPU_BACKEND, else all).
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// Case-insensitive substring of the adapter name (default: WGPU_ADAPTER_NAME).
+    #[arg(long)]
+    pub adapter: Option<String>,
+    /// Seconds to wait for submitted GPU work before giving up with an error naming what was in
+    /// flight (exit 1): a hung GPU must not hang the tool.
+    #[arg(long, default_value_t = 600.0)]
+    pub gpu_timeout: f64,
+}
+
+impl AdapterSel {
+    pub fn selection(&self) -> AdapterSelection {
+        AdapterSelection {
+            backend: self.backend.clone(),
+            name: self.adapter.clone(),
+        }
+    }
+
+    /// The device-wait limit, checked (exit 2 when not a positive, finite number of seconds).
+    pub fn timeout(&self) -> anyhow::Result<std::time::Duration> {
+        if !(self.gpu_timeout.is_finite() && self.gpu_timeout > 0.0) {
+            return Err(bad(format!(
+                "--gpu-timeout must be a positive number of seconds (got {})",
+                self.gpu_timeout
+            )));
+        }
+        Ok(std::time::Duration::from_secs_f64(self.gpu_timeout))
+    }
+
+    /// Opens the selected adapter with these features and the wait limit.
+    pub fn open(&self, wanted: wgpu::Features) -> anyhow::Result<attn_wgpu::gpu::Gpu> {
+        let timeout = self.timeout()?;
+        let mut gpu = attn_wgpu::gpu::Gpu::open(&self.selection(), wanted)?;
+        gpu.wait_timeout = timeout;
+        Ok(gpu)
+    }
+}
+
+/// A subcommand's defaults for the shared groups.
+pub struct Defaults {
+    pub batch: u32,
+    pub heads: u32,
+    pub head_dim: u32,
+    pub warmup: u32,
+    pub reps: u32,
+}
+
+/// The run shape: `run`'s and `adapters`' (also what `tune` defaults to).
+pub const RUN: Defaults = Defaults {
+    batch: 1,
+    heads: 4,
+    head_dim: 64,
+    warmup: 3,
+    reps: 20,
+};
+/// The default run sequence length (with [`RUN`]: the shape `adapters` checks variants against).
+pub const RUN_SEQ: u32 = 256;
+
+/// The shape of the problem except N (whose form differs: one length, or a list for `sweep`),
+/// and what it computes.
+#[derive(Args)]
+pub struct ShapeArgs {
+    /// B (default 1; `run`: taken from --q when given).
+    #[arg(long)]
+    pub batch: Option<u32>,
+    /// H (default 4 for run and tune, 2 for sweep and explain; `run`: taken from --q when given).
+    #[arg(long)]
+    pub heads: Option<u32>,
+    /// Head dimension D (default 64; `run`: taken from --q when given).
+    #[arg(long)]
+    pub head_dim: Option<u32>,
+    /// Causal mask, top-left aligned (the default). With --mask / --key-padding: their intersection.
+    #[arg(long, overrides_with = "no_causal")]
+    pub causal: bool,
+    /// No causal mask.
+    #[arg(long)]
+    pub no_causal: bool,
+    /// Softmax scale (default 1/sqrt(D)).
+    #[arg(long, allow_negative_numbers = true)]
+    pub scale: Option<f32>,
+    /// Storage dtype: f32, f16 or bf16 (default f32; `run`: the dtype of the --q/--k/--v files).
+    #[arg(long)]
+    pub dtype: Option<String>,
+    /// Seed of the input generator (see README: same seed, same bits everywhere).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl ShapeArgs {
+    pub fn causal(&self) -> bool {
+        !self.no_causal
+    }
+
+    /// `--dtype`, parsed (exit 2 naming the value).
+    pub fn dtype(&self) -> anyhow::Result<Option<DType>> {
+        Ok(self.dtype.as_deref().map(DType::parse).transpose()?)
+    }
+
+    /// The problem of sequence length `seq` with this shape, `d`'s defaults for what is not
+    /// given, validated (exit 2 naming the bad value).
+    pub fn problem(&self, seq: u32, d: &Defaults) -> anyhow::Result<Problem> {
+        let mut p = Problem::new(
+            self.batch.unwrap_or(d.batch),
+            self.heads.unwrap_or(d.heads),
+            seq,
+            self.head_dim.unwrap_or(d.head_dim),
+            self.causal(),
+            self.seed,
+        );
+        p.dtype = self.dtype()?.unwrap_or(DType::F32);
+        if let Some(s) = self.scale {
+            p.scale = s;
+        }
+        p.validate()?;
+        Ok(p)
+    }
+}
+
+/// The most forwards of one kind a command may ask for: every sample is kept on the host.
+pub const MAX_REPS: u32 = 1_000_000;
+
+/// How many forwards to run.
+#[derive(Args)]
+pub struct ScheduleArgs {
+    /// Forwards run after the cold call and before the recorded ones (default 3 for run, 1 for
+    /// sweep, 2 for explain and tune).
+    #[arg(long)]
+    pub warmup: Option<u32>,
+    /// Recorded forwards (default 20 for run, 5 for sweep, 10 for explain and tune; tune ranks by
+    /// their median).
+    #[arg(long)]
+    pub reps: Option<u32>,
+}
+
+impl ScheduleArgs {
+    /// The schedule with `host_reps` host-only forwards, checked in one place: at least one
+    /// recorded forward, and no count above [`MAX_REPS`] (exit 2).
+    pub fn schedule(&self, d: &Defaults, host_reps: u32) -> anyhow::Result<Schedule> {
+        let reps = self.reps.unwrap_or(d.reps);
+        let warmup = self.warmup.unwrap_or(d.warmup);
+        if reps == 0 {
+            return Err(bad("--reps must be at least 1 (got 0)".into()));
+        }
+        for (flag, v) in [
+            ("--reps", reps),
+            ("--warmup", warmup),
+            ("--host-reps", host_reps),
+        ] {
+            if v > MAX_REPS {
+                return Err(bad(format!(
+                    "{flag} {v} is above the limit of {MAX_REPS} (every sample is kept on the host)"
+                )));
+            }
+        }
+        Ok(Schedule {
+            warmup,
+            reps,
+            host_reps,
+        })
+    }
+}
+
+/// The tile of the variants that have one (`tiled`), forced or from a tune cache.
+#[derive(Args)]
+pub struct TileArgs {
+    /// Force the `tiled` variant's tile configuration: `rt` (the register-tiled kernel) or
+    /// `row:BR` (one row per thread, BR rows a workgroup, e.g. `row:32`). Wins over the tune
+    /// cache; one that does not fit this adapter is refused with its reason (exit 4).
+    #[arg(long)]
+    pub tile: Option<String>,
+    /// Tune cache to use (default: this adapter's file in the per-user cache, written by
+    /// `attn-wgpu tune`); an entry of the run's shape class sets the `tiled` tile.
+    #[arg(long)]
+    pub tune: Option<PathBuf>,
+}
+
+impl TileArgs {
+    /// `--tile`, parsed (exit 2 when malformed).
+    pub fn forced(&self) -> anyhow::Result<Option<TileChoice>> {
+        self.tile
+            .as_deref()
+            .map(|s| TileChoice::parse(s).map_err(bad))
+            .transpose()
+    }
+}

@@ -1,0 +1,91 @@
+//! `explain`: the teaching demo: plan vs timestamps, six questions, fusion vs materialization.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+
+use attn_wgpu::explain;
+use attn_wgpu::gpu::runner::Runner;
+use attn_wgpu::problem::Inputs;
+use attn_wgpu::run::run_variant;
+
+use super::args::{AdapterSel, Defaults, ScheduleArgs, ShapeArgs, TileArgs};
+use super::{check_out_path, features_of, find_tune, tile_request, variant_list, write_trace};
+
+const DEFAULTS: Defaults = Defaults {
+    batch: 1,
+    heads: 2,
+    head_dim: 64,
+    warmup: 2,
+    reps: 10,
+};
+
+#[derive(Args)]
+pub struct ExplainArgs {
+    /// Variants, comma separated, or `all`.
+    #[arg(long, default_value = "unfused,unfused-inplace,tiled")]
+    variant: String,
+    /// Sequence length N.
+    #[arg(long, default_value_t = 128)]
+    seq: u32,
+    #[command(flatten)]
+    shape: ShapeArgs,
+    #[command(flatten)]
+    schedule: ScheduleArgs,
+    /// Also write the trace of this run (see `run --trace`).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    #[command(flatten)]
+    tile: TileArgs,
+    #[command(flatten)]
+    sel: AdapterSel,
+}
+
+pub fn cmd_explain(a: ExplainArgs) -> anyhow::Result<u8> {
+    let names = variant_list(&a.variant)?;
+    // Not reported here: `run` measures the unprofiled host cost.
+    let schedule = a.schedule.schedule(&DEFAULTS, 0)?;
+    if let Some(t) = &a.trace {
+        check_out_path("--trace", t)?;
+    }
+    let forced = a.tile.forced()?;
+    let mut p = a.shape.problem(a.seq, &DEFAULTS)?;
+    attn_wgpu::budget::check_host(&p, names.len())?;
+    let gpu = a.sel.open(features_of(&names, p.dtype))?;
+    let tuned = find_tune(&gpu, a.tile.tune.as_deref())?;
+    p.tile = tile_request(&gpu, forced, &tuned, &p);
+    println!(
+        "Explaining {} on {} ({}), {}; 1 cold call, {} warm-ups, {} recorded forwards\n",
+        names.join(", "),
+        gpu.report.name,
+        gpu.report.backend,
+        p.shape_string(),
+        schedule.warmup,
+        schedule.reps
+    );
+    let t = Instant::now();
+    let x = Inputs::generate(&p);
+    let inputs_ms = t.elapsed().as_secs_f64() * 1e3;
+    let mut runner = Runner::new(&gpu)?;
+    runner.set_bounds_checks(false);
+    let mut runs = Vec::new();
+    let mut walls = Vec::new();
+    for n in &names {
+        let t = Instant::now();
+        let r = run_variant(&gpu, &mut runner, &p, &x, n, schedule, true)?;
+        walls.push((n.clone(), t.elapsed().as_secs_f64() * 1e3));
+        runs.push(r);
+    }
+    let extras = explain::HostExtras {
+        device_setup_ms: gpu.setup_ms,
+        inputs_ms,
+        variant_wall_ms: walls,
+    };
+    print!("{}", explain::report(&p, &runs, &extras));
+    if let Some(t) = &a.trace {
+        write_trace(t, &gpu, &runner, &runs)?;
+    }
+    let failed = runs.iter().any(|r| r.ran() && !r.passed());
+    Ok(if failed { 3 } else { 0 })
+}

@@ -1,0 +1,84 @@
+//! `probe`: this adapter's copy bandwidth and FMA rate (the roofline `run` prints).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+
+use attn_wgpu::report::json;
+use attn_wgpu::{probe, Error};
+
+use super::args::AdapterSel;
+use super::{bad, check_out_path};
+
+#[derive(Args)]
+pub struct ProbeArgs {
+    /// Where to write the probe JSON (default: the per-user cache, see README; `run` looks there).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Bytes copied by the bandwidth probe, in MiB (default: 64 on a CPU adapter, else up to 1024
+    /// within the adapter's max storage binding).
+    #[arg(long)]
+    size_mib: Option<u64>,
+    /// Recorded repetitions of each probe kernel (after 2 warm-ups).
+    #[arg(long, default_value_t = 10)]
+    reps: u32,
+    #[command(flatten)]
+    sel: AdapterSel,
+}
+
+pub fn cmd_probe(a: ProbeArgs) -> anyhow::Result<u8> {
+    if a.reps == 0 {
+        return Err(bad("--reps must be at least 1 (got 0)".into()));
+    }
+    if a.size_mib == Some(0) {
+        return Err(bad("--size-mib must be at least 1 (got 0)".into()));
+    }
+    if let Some(p) = &a.out {
+        check_out_path("--out", p)?;
+    }
+    let gpu = a.sel.open(wgpu::Features::SHADER_F16)?;
+    let size = probe::ProbeSize::for_adapter(&gpu.report, a.size_mib);
+    let cmd = std::env::args().collect::<Vec<_>>().join(" ");
+    let t0 = Instant::now();
+    let p = probe::run_probe(&gpu, size, a.reps, cmd)?;
+    println!("Adapter   : {}", p.key);
+    println!(
+        "Bandwidth : {:.1} GB/s best, {:.1} GB/s median (copy of {} MiB, read + write counted)",
+        p.bandwidth.best_rate,
+        p.bandwidth.median_rate,
+        size.copy_bytes >> 20
+    );
+    println!(
+        "FMA f32   : {:.1} GFLOP/s best, {:.1} median ({} workgroups x 256 threads x {} iterations x 32 FLOP)",
+        p.fma_f32.best_rate, p.fma_f32.median_rate, size.fma_workgroups, size.fma_iters
+    );
+    match &p.fma_f16 {
+        Some(c) => println!(
+            "FMA f16   : {:.1} GFLOP/s best, {:.1} median",
+            c.best_rate, c.median_rate
+        ),
+        None => println!(
+            "FMA f16   : not probed ({})",
+            p.f16_note.as_deref().unwrap_or("")
+        ),
+    }
+    println!(
+        "Ridge     : {:.2} FLOP/byte (f32): below it a kernel is bandwidth-bound",
+        p.fma_f32.best_rate / p.bandwidth.best_rate
+    );
+    let out = a.out.unwrap_or_else(|| probe::default_path(&gpu.report));
+    if let Some(d) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d).map_err(|e| Error::Io {
+            path: d.display().to_string(),
+            source: e,
+        })?;
+    }
+    json::write_atomic(&out, &p)?;
+    eprintln!(
+        "probe written to {} in {:.1} s",
+        out.display(),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(0)
+}

@@ -1,0 +1,413 @@
+//! `run`: one variant (or all, or auto) on generated or given inputs; every dispatch timed,
+//! every result validated against the f64 reference.
+//!
+//! Everything the user typed is checked before any work, in this order: arguments and output
+//! paths (exit 2); the problem and the host memory it needs (exit 2, before any input is generated
+//! or allocated); the adapter, and for one named variant its plan (exit 4 with the reason, before
+//! the inputs are generated); then the inputs, the runs and the outputs.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+
+use attn_wgpu::gpu::runner::{Runner, Schedule};
+use attn_wgpu::mask::normalize;
+use attn_wgpu::npy;
+use attn_wgpu::problem::{Convention, DType, Inputs, Problem};
+use attn_wgpu::report::{json, roofline, table};
+use attn_wgpu::run::{run_variant, VariantRun};
+use attn_wgpu::{variants, Error};
+
+use super::args::{AdapterSel, ScheduleArgs, ShapeArgs, TileArgs, RUN, RUN_SEQ};
+use super::{check_out_path, find_probe, find_tune, print_roofline, tile_request, write_trace};
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Variant to run: unfused, unfused-inplace, math, tiled, tiled-subgroup, tiled-coop; `all`
+    /// (skips incompatible ones with their reasons) or `auto` (the fastest compatible one by the
+    /// documented rule). `attn-wgpu adapters` lists what each adapter can run.
+    #[arg(long, default_value = "tiled")]
+    variant: String,
+    /// Sequence length N (default 256; taken from --q when given).
+    #[arg(long)]
+    seq: Option<u32>,
+    #[command(flatten)]
+    shape: ShapeArgs,
+    /// Explicit mask: .npy, bool or float32, [N, N] or [B, 1 or H, N, N]. A float mask is added to
+    /// the scores; a bool mask is read by --mask-convention.
+    #[arg(long)]
+    mask: Option<PathBuf>,
+    /// How a bool mask is read: sdpa (True = takes part) or mha (True = blocked).
+    #[arg(long, default_value = "sdpa")]
+    mask_convention: String,
+    /// Valid keys per batch element, e.g. `--key-padding 5,8` for B=2 (keys j >= L_b are blocked).
+    #[arg(long, allow_negative_numbers = true)]
+    key_padding: Option<String>,
+    /// Q from a .npy file ([B, H, N, D], float32 or float16); --q, --k and --v go together.
+    #[arg(long)]
+    q: Option<PathBuf>,
+    /// K from a .npy file (the shape and dtype of --q).
+    #[arg(long)]
+    k: Option<PathBuf>,
+    /// V from a .npy file (the shape and dtype of --q).
+    #[arg(long)]
+    v: Option<PathBuf>,
+    /// Write the output O as .npy (the run's dtype; bf16 as float32), atomically. One variant only.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write the inputs (q.npy, k.npy, v.npy and, with a mask, mask.npy: the normalized additive
+    /// float32 bias) into this folder, to reproduce the run in PyTorch (bench/torch_sdpa.py --inputs).
+    #[arg(long)]
+    save_inputs: Option<PathBuf>,
+    #[command(flatten)]
+    schedule: ScheduleArgs,
+    /// Host-only forwards after the recorded ones: the same passes without timestamp queries,
+    /// timed on the host (encode + submit) to show the CPU cost without the profiler, run twice
+    /// over (each forward waited for, then all back to back with one wait); 0 skips them.
+    #[arg(long, default_value_t = Schedule::DEFAULT_HOST_REPS)]
+    host_reps: u32,
+    /// Keep wgpu's injected index clamping in the shaders (on), or trust the kernels' own bounds
+    /// tests (off, the fast path; the test suite checks both).
+    #[arg(long, default_value = "off", value_parser = ["on", "off"])]
+    bounds_checks: String,
+    /// Write the results file here (atomically).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write a Chrome trace (Perfetto, chrome://tracing) with CPU and GPU lanes here.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Probe file for the roofline columns (default: this adapter's file in the per-user cache).
+    #[arg(long)]
+    probe: Option<PathBuf>,
+    #[command(flatten)]
+    tile: TileArgs,
+    #[command(flatten)]
+    sel: AdapterSel,
+}
+
+fn bad(msg: String) -> anyhow::Error {
+    Error::InvalidProblem(msg).into()
+}
+
+fn parse_key_padding(s: &str) -> anyhow::Result<Vec<u32>> {
+    s.split(',')
+        .map(|t| {
+            t.trim().parse::<u32>().map_err(|_| {
+                bad(format!(
+                    "--key-padding `{s}`: `{}` is not a non-negative integer",
+                    t.trim()
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The problem from the command line, with Q/K/V when they come from --q/--k/--v files (`None`:
+/// to be generated once every check has passed). The mask is described and normalized here (its
+/// bias is small next to Q/K/V and needed by the plans).
+fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, bool)> {
+    let files = [&a.q, &a.k, &a.v];
+    let given = files.iter().filter(|f| f.is_some()).count();
+    if given != 0 && given != 3 {
+        return Err(bad(
+            "--q, --k and --v go together: give all three or none".into()
+        ));
+    }
+    let dtype_arg = a.shape.dtype()?;
+    let (mut p, mut x, from_files) = if let (Some(qp), Some(kp), Some(vp)) = (&a.q, &a.k, &a.v) {
+        let q = npy::read_qkv(qp)?;
+        let k = npy::read_qkv(kp)?;
+        let v = npy::read_qkv(vp)?;
+        for (path, t) in [(kp, &k), (vp, &v)] {
+            if t.shape != q.shape {
+                return Err(bad(format!(
+                    "{}: expected shape {:?} (the shape of {}), got {:?}",
+                    path.display(),
+                    q.shape,
+                    qp.display(),
+                    t.shape
+                )));
+            }
+            if t.dtype != q.dtype {
+                return Err(bad(format!(
+                    "{}: expected dtype {} (the dtype of {}), got {}",
+                    path.display(),
+                    q.dtype.name(),
+                    qp.display(),
+                    t.dtype.name()
+                )));
+            }
+        }
+        let dims = [
+            ("--batch", a.shape.batch),
+            ("--heads", a.shape.heads),
+            ("--seq", a.seq),
+            ("--head-dim", a.shape.head_dim),
+        ];
+        let mut shape = [0u32; 4];
+        for (i, (flag, val)) in dims.iter().enumerate() {
+            let from_file = q.shape[i];
+            if from_file > u32::MAX as u64 {
+                return Err(bad(format!(
+                    "{}: dimension {from_file} is too large",
+                    qp.display()
+                )));
+            }
+            if let Some(v) = val {
+                if *v as u64 != from_file {
+                    return Err(bad(format!(
+                        "{flag} {v} conflicts with {} of shape {:?}",
+                        qp.display(),
+                        q.shape
+                    )));
+                }
+            }
+            shape[i] = from_file as u32;
+        }
+        let mut p = Problem::new(
+            shape[0],
+            shape[1],
+            shape[2],
+            shape[3],
+            a.shape.causal(),
+            a.shape.seed,
+        );
+        p.dtype = dtype_arg.unwrap_or(q.dtype);
+        let x = Inputs {
+            q: q.values,
+            k: k.values,
+            v: v.values,
+            dtype: DType::F32,
+            bias: None,
+        }
+        .rounded_to(p.dtype);
+        (p, x, true)
+    } else {
+        let p = a.shape.problem(a.seq.unwrap_or(RUN_SEQ), &RUN)?;
+        let x = Inputs {
+            q: vec![],
+            k: vec![],
+            v: vec![],
+            dtype: p.dtype,
+            bias: None,
+        };
+        (p, x, false)
+    };
+    if let Some(s) = a.shape.scale {
+        p.scale = s;
+    }
+    p.validate()?;
+    let convention = Convention::parse(&a.mask_convention)?;
+    let user = a.mask.as_deref().map(npy::read_mask).transpose()?;
+    let kp = a
+        .key_padding
+        .as_deref()
+        .map(parse_key_padding)
+        .transpose()?;
+    normalize(&mut p, &mut x, user.as_ref(), convention, kp.as_deref())?;
+    Ok((p, x, from_files))
+}
+
+fn save_inputs(dir: &Path, p: &Problem, x: &Inputs) -> anyhow::Result<()> {
+    let shape = [
+        p.batch as u64,
+        p.heads as u64,
+        p.seq as u64,
+        p.head_dim as u64,
+    ];
+    for (name, data) in [("q.npy", &x.q), ("k.npy", &x.k), ("v.npy", &x.v)] {
+        npy::write(&dir.join(name), &shape, p.dtype, data)?;
+    }
+    if let (Some(l), Some(b)) = (p.mask.bias, &x.bias) {
+        let mshape = [l.batch as u64, l.heads as u64, p.seq as u64, p.seq as u64];
+        npy::write(&dir.join("mask.npy"), &mshape, DType::F32, b)?;
+    }
+    Ok(())
+}
+
+/// What `--variant` names: one registered variant, all of them, or auto's pick.
+enum Selection {
+    One(String),
+    All,
+    Auto,
+}
+
+pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
+    // 1. Everything the user typed, before touching the GPU or generating anything.
+    let schedule = a.schedule.schedule(&RUN, a.host_reps)?;
+    let selection = match a.variant.as_str() {
+        "all" => Selection::All,
+        "auto" => Selection::Auto,
+        name => {
+            variants::find(name)?;
+            Selection::One(name.to_string())
+        }
+    };
+    let forced_tile = a.tile.forced()?;
+    if let (Some(_), Selection::One(name)) = (&forced_tile, &selection) {
+        if !variants::find(name).is_ok_and(|v| v.tiles) {
+            return Err(bad(format!(
+                "--tile sets the {} variant's kernel; `{name}` has none (use --variant {}, auto or all)",
+                super::tile_variant_names(),
+                super::tile_variant_names()
+            )));
+        }
+    }
+    if let Some(path) = &a.json {
+        check_out_path("--json", path)?;
+    }
+    if let Some(path) = &a.out {
+        if matches!(selection, Selection::All) {
+            return Err(bad(
+                "--out writes one output: pick one variant (or auto), not all".into(),
+            ));
+        }
+        check_out_path("--out", path)?;
+    }
+    if let Some(t) = &a.trace {
+        check_out_path("--trace", t)?;
+    }
+    if let Some(d) = &a.save_inputs {
+        if !d.is_dir() {
+            return Err(bad(format!(
+                "--save-inputs {}: folder does not exist",
+                d.display()
+            )));
+        }
+    }
+    let (mut p, mut x, from_files) = problem(&a)?;
+    let names: Vec<String> = match &selection {
+        Selection::All => variants::names().into_iter().map(String::from).collect(),
+        Selection::Auto => vec![],
+        Selection::One(n) => vec![n.clone()],
+    };
+    // 2. The host must hold the inputs, the read-back and every kept output.
+    attn_wgpu::budget::check_host(&p, names.len().max(1))?;
+
+    // 3. The adapter: features of the variants that may run, and f16 arithmetic for f16 storage.
+    let candidates: Vec<String> = match &selection {
+        Selection::One(n) => vec![n.clone()],
+        _ => variants::names().into_iter().map(String::from).collect(),
+    };
+    let gpu = a.sel.open(super::features_of(&candidates, p.dtype))?;
+    let probe = find_probe(&gpu, a.probe.as_deref())?;
+    let tuned = find_tune(&gpu, a.tile.tune.as_deref())?;
+    p.tile = tile_request(&gpu, forced_tile, &tuned, &p);
+    if let (Some(path), None) = (&a.tile.tune, &p.tile) {
+        eprintln!(
+            "note: {} has no entry for `{}`: default tile",
+            path.display(),
+            attn_wgpu::tune::ShapeClass::of(
+                variants::tile_variants().first().map_or("", |v| v.name()),
+                &p
+            )
+            .key()
+        );
+    }
+    // A named variant that cannot run here is refused now (exit 4), before any input exists.
+    let mut auto_choice = None;
+    let names = match selection {
+        Selection::One(n) => {
+            variants::plan(&n, &p, &gpu.caps)?;
+            vec![n]
+        }
+        Selection::Auto => {
+            let c = variants::auto(&p, &gpu.caps)?;
+            let picked = c.picked.clone();
+            auto_choice = Some(c);
+            vec![picked]
+        }
+        Selection::All => names,
+    };
+
+    // 4. The inputs, then the runs.
+    if !from_files {
+        let bias = x.bias.take();
+        x = Inputs::generate(&p);
+        x.bias = bias;
+    }
+    if let Some(d) = &a.save_inputs {
+        save_inputs(d, &p, &x)?;
+        eprintln!("inputs written to {}", d.display());
+    }
+    print!(
+        "{}",
+        table::header(&gpu.report, &p, schedule.warmup, schedule.reps)
+    );
+    if let Some(c) = &auto_choice {
+        print!("{}", table::auto(c));
+    }
+    let mut runner = Runner::new(&gpu)?;
+    runner.set_bounds_checks(a.bounds_checks == "on");
+    let all = names.len() > 1;
+    let mut runs: Vec<VariantRun> = Vec::new();
+    for name in &names {
+        let r = run_variant(&gpu, &mut runner, &p, &x, name, schedule, all)
+            .with_context(|| format!("variant `{name}`"))?;
+        print!("{}", table::variant(&r));
+        runs.push(r);
+    }
+    if runs.len() > 1 {
+        print!("{}", table::summary(&runs));
+    }
+    print_roofline(&probe, &runs, p.dtype.name());
+    let roofline_source = probe.as_ref().map(|(f, path)| {
+        roofline::annotate(f, &mut runs, p.dtype.name());
+        roofline::source(f, path, &attn_wgpu::probe::key(&gpu.report), p.dtype.name())
+    });
+    if let Some(t) = &a.trace {
+        write_trace(t, &gpu, &runner, &runs)?;
+    }
+    if let Some(path) = &a.json {
+        let mut warnings = Vec::new();
+        for r in &runs {
+            if let Some(m) = &r.measurement {
+                warnings.extend(m.warnings.iter().map(|w| format!("{}: {w}", r.variant)));
+            }
+        }
+        let file = json::ResultsFile {
+            schema_version: json::SCHEMA_VERSION,
+            tool: "attn-wgpu",
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            seed: p.seed,
+            versions: json::versions(),
+            adapter: &gpu.report,
+            backend: &gpu.report.backend,
+            problem: &p,
+            dtype: p.dtype.name(),
+            causal: p.causal,
+            timing: schedule,
+            bounds_checks: runner.bounds_checks(),
+            device_setup_ms: gpu.setup_ms,
+            auto: auto_choice.as_ref(),
+            runs: &runs,
+            roofline: roofline_source,
+            warnings,
+        };
+        json::write_atomic(path, &file)?;
+        eprintln!("results written to {}", path.display());
+    }
+    if let Some(path) = &a.out {
+        if let Some(m) = runs.first().and_then(|r| r.measurement.as_ref()) {
+            let shape = [
+                p.batch as u64,
+                p.heads as u64,
+                p.seq as u64,
+                p.head_dim as u64,
+            ];
+            npy::write(path, &shape, p.dtype, &m.output)?;
+            eprintln!("output written to {}", path.display());
+        }
+    }
+    let failed: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.ran() && !r.passed())
+        .map(|r| r.variant.as_str())
+        .collect();
+    if !failed.is_empty() {
+        eprintln!("validation FAILED: {}", failed.join(", "));
+        return Ok(3);
+    }
+    Ok(0)
+}

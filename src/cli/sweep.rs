@@ -1,0 +1,184 @@
+//! `sweep`: a grid of sequence lengths x variants: CSV, JSON and SVG plots.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use attn_wgpu::problem::Problem;
+use attn_wgpu::report::json;
+use attn_wgpu::variants::MATERIALIZED;
+use attn_wgpu::{sweep, variants, Error};
+
+use super::args::{AdapterSel, Defaults, ScheduleArgs, ShapeArgs, TileArgs};
+use super::{
+    any_takes_tile, bad, features_of, find_tune, tile_request, tile_variant_names, variant_list,
+    FUSED,
+};
+
+const DEFAULTS: Defaults = Defaults {
+    batch: 1,
+    heads: 2,
+    head_dim: 64,
+    warmup: 1,
+    reps: 5,
+};
+
+#[derive(Args)]
+pub struct SweepArgs {
+    /// Sequence lengths, comma separated (e.g. 128,256,512).
+    #[arg(long)]
+    seq: String,
+    /// Variants, comma separated, or `all`.
+    #[arg(long, default_value = "unfused,unfused-inplace,tiled")]
+    variants: String,
+    #[command(flatten)]
+    shape: ShapeArgs,
+    #[command(flatten)]
+    schedule: ScheduleArgs,
+    /// Folder for sweep.csv, sweep.json and the SVG plots (created if missing).
+    #[arg(long, default_value = ".")]
+    out_dir: PathBuf,
+    #[command(flatten)]
+    tile: TileArgs,
+    #[command(flatten)]
+    sel: AdapterSel,
+}
+
+pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
+    let seqs = sweep::parse_seq_list(&a.seq)?;
+    let names = variant_list(&a.variants)?;
+    let forced_tile = a.tile.forced()?;
+    if forced_tile.is_some() && !any_takes_tile(&names) {
+        return Err(bad(format!(
+            "--tile sets the {} variant's kernel; --variants `{}` has none (add it, or use all)",
+            tile_variant_names(),
+            a.variants
+        )));
+    }
+    let schedule = a.schedule.schedule(&DEFAULTS, 0)?;
+    if a.out_dir.exists() && !a.out_dir.is_dir() {
+        return Err(bad(format!(
+            "--out-dir {} is not a folder",
+            a.out_dir.display()
+        )));
+    }
+    let base = a.shape.problem(seqs[0], &DEFAULTS)?;
+    for &n in &seqs {
+        let p = Problem {
+            seq: n,
+            ..base.clone()
+        };
+        p.validate()?;
+        attn_wgpu::budget::check_host(&p, 1)?;
+    }
+    std::fs::create_dir_all(&a.out_dir).map_err(|e| Error::Io {
+        path: a.out_dir.display().to_string(),
+        source: e,
+    })?;
+    let gpu = a.sel.open(features_of(&names, base.dtype))?;
+    // Whether a tile fits depends on D and the adapter, not on N: refuse it once, before any work,
+    // with the reason `run --variant tiled --tile ...` gives.
+    if let Some(choice) = forced_tile {
+        variants::tiled::config_for(choice, base.head_dim, &gpu.caps).map_err(|reason| {
+            Error::Incompatible {
+                variant: FUSED.name().into(),
+                reason: format!("{reason} (tile from --tile)"),
+            }
+        })?;
+    }
+    let total = (seqs.len() * names.len()) as u64;
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed}]")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let tuned = find_tune(&gpu, a.tile.tune.as_deref())?;
+    let mut first = true;
+    let points = sweep::run_grid(
+        &gpu,
+        &base,
+        &seqs,
+        &names,
+        schedule,
+        |v, n| {
+            if !first {
+                bar.inc(1);
+            }
+            first = false;
+            bar.set_message(format!("{v} N={n}"));
+        },
+        |p| tile_request(&gpu, forced_tile, &tuned, p),
+    )?;
+    bar.inc(1);
+    bar.finish_with_message("done");
+    let csv = a.out_dir.join("sweep.csv");
+    sweep::write_csv(&csv, &points)?;
+    let js = a.out_dir.join("sweep.json");
+    json::write_atomic(
+        &js,
+        &serde_json::json!({
+            "schema_version": 1,
+            "tool": "attn-wgpu sweep",
+            "command": std::env::args().collect::<Vec<_>>().join(" "),
+            "versions": json::versions(),
+            "adapter": &gpu.report,
+            "problem": &base,
+            "seqs": &seqs,
+            "timing": schedule,
+            "points": &points,
+        }),
+    )?;
+    let subtitle = format!(
+        "{} {}, B={} H={} D={} {}",
+        gpu.report.name.split(" (").next().unwrap_or(""),
+        gpu.report.backend,
+        base.batch,
+        base.heads,
+        base.head_dim,
+        if base.causal { "causal" } else { "non-causal" }
+    );
+    let svgs = sweep::write_plots(&a.out_dir, &points, &subtitle)?;
+    println!(
+        "{:<16} {:>6} {:>12} {:>12} {:>12}  verdict",
+        "variant", "N", "GPU med µs", "bytes moved", "memory"
+    );
+    for p in &points {
+        println!(
+            "{:<16} {:>6} {:>12} {:>12} {:>12}  {}",
+            p.variant,
+            p.seq,
+            p.gpu_median_us.map_or("-".into(), |v| format!("{v:.1}")),
+            p.bytes_moved
+                .map_or("-".into(), attn_wgpu::report::table::bytes),
+            p.memory_bytes
+                .map_or("-".into(), attn_wgpu::report::table::bytes),
+            p.verdict.as_deref().unwrap_or(p.status.as_str())
+        );
+    }
+    let has =
+        |id: variants::VariantId| names.iter().any(|n| variants::VariantId::of(n) == Some(id));
+    for other in MATERIALIZED {
+        if has(other) && has(FUSED) {
+            match sweep::crossover(&points, FUSED, other) {
+                Some(n) => println!("crossover: {FUSED} overtakes {other} from N={n}"),
+                None if sweep::always_faster(&points, FUSED, other) => println!(
+                    "crossover: none — {FUSED} is faster than {other} at every N of this grid"
+                ),
+                None => {
+                    println!("crossover: none — {FUSED} does not overtake {other} in this grid")
+                }
+            }
+        }
+    }
+    eprintln!("wrote {}, {}", csv.display(), js.display());
+    for s in svgs {
+        eprintln!("wrote {}", s.display());
+    }
+    let failed = points
+        .iter()
+        .any(|p| p.status == "ok" && p.verdict.as_deref() != Some("PASS"));
+    Ok(if failed { 3 } else { 0 })
+}
