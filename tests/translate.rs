@@ -827,3 +827,137 @@ fn every_shader_file_is_used_by_a_plan() {
         unused.join(", ")
     );
 }
+
+/// The plan's declared access of every binding (which the runner turns into the explicit
+/// bind-group layout) against naga's reflection of the WGSL entry point it dispatches: the
+/// storage buffers the entry point uses are exactly bindings 1..=n of the dispatch, each declared
+/// `read` in WGSL where the plan says `Read` and `read_write` where it says `ReadWrite`, and a
+/// `Read` binding is never written. Every plan of every variant over `problems()` x every
+/// backend's capabilities is checked (each distinct module + entry + bindings once).
+#[test]
+fn declared_binding_access_matches_the_shaders() {
+    use attn_wgpu::plan::Access;
+    use naga::valid::GlobalUse;
+    let mut seen: BTreeSet<(usize, &'static str, Vec<String>)> = BTreeSet::new();
+    let mut modules: BTreeMap<usize, (naga::Module, ModuleInfo)> = BTreeMap::new();
+    let mut failures = Vec::new();
+    let mut checked = 0usize;
+    let problems = problems();
+    for b in Backend::ALL {
+        for caps in caps_for(b) {
+            for p in &problems {
+                for v in VARIANTS {
+                    let Ok(plan) = variants::plan(v.name, p, &caps) else {
+                        continue;
+                    };
+                    for d in &plan.dispatches {
+                        let sig: Vec<String> = d
+                            .bindings
+                            .iter()
+                            .map(|x| format!("{:?}", x.access))
+                            .collect();
+                        let src = d.shader.source.as_ptr() as usize;
+                        if !seen.insert((src, d.entry, sig)) {
+                            continue;
+                        }
+                        checked += 1;
+                        let (module, info) = modules.entry(src).or_insert_with(|| {
+                            let m = naga::front::wgsl::parse_str(d.shader.source)
+                                .unwrap_or_else(|e| panic!("{}: {e}", d.shader.label()));
+                            let i = validate(&m, Capabilities::all())
+                                .unwrap_or_else(|e| panic!("{}: {e}", d.shader.label()));
+                            (m, i)
+                        });
+                        let ep = module
+                            .entry_points
+                            .iter()
+                            .position(|e| e.name == d.entry)
+                            .unwrap_or_else(|| {
+                                panic!("{}: no entry `{}`", d.shader.label(), d.entry)
+                            });
+                        let uses = info.get_entry_point(ep);
+                        let mut used: BTreeMap<u32, (naga::StorageAccess, GlobalUse)> =
+                            BTreeMap::new();
+                        for (h, g) in module.global_variables.iter() {
+                            let (Some(rb), naga::AddressSpace::Storage { access }) =
+                                (&g.binding, g.space)
+                            else {
+                                continue;
+                            };
+                            if !uses[h].is_empty() {
+                                assert_eq!(rb.group, 0, "{}", d.shader.label());
+                                used.insert(rb.binding, (access, uses[h]));
+                            }
+                        }
+                        let what = format!(
+                            "{} `{}` in {}:{} (plan bindings {:?})",
+                            plan.variant,
+                            d.name,
+                            d.shader.label(),
+                            d.entry,
+                            d.bindings
+                                .iter()
+                                .map(|x| format!("{} {:?}", x.buffer, x.access))
+                                .collect::<Vec<_>>()
+                        );
+                        let numbers: Vec<u32> = used.keys().copied().collect();
+                        let expect: Vec<u32> = (1..=d.bindings.len() as u32).collect();
+                        if numbers != expect {
+                            failures.push(format!(
+                                "{what}: the entry point uses storage bindings {numbers:?}, the plan declares {expect:?}"
+                            ));
+                            continue;
+                        }
+                        for (i, decl) in d.bindings.iter().enumerate() {
+                            let (access, use_) = used[&(i as u32 + 1)];
+                            let wgsl_rw = access.contains(naga::StorageAccess::STORE);
+                            let plan_rw = decl.access == Access::ReadWrite;
+                            if wgsl_rw != plan_rw {
+                                failures.push(format!(
+                                    "{what}: binding {} (`{}`) is {} in WGSL but {:?} in the plan",
+                                    i + 1,
+                                    decl.buffer,
+                                    if wgsl_rw { "read_write" } else { "read" },
+                                    decl.access
+                                ));
+                            }
+                            if !plan_rw && use_.contains(GlobalUse::WRITE) {
+                                failures.push(format!(
+                                    "{what}: binding {} (`{}`) is declared Read but written",
+                                    i + 1,
+                                    decl.buffer
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 20,
+        "only {checked} dispatch configurations checked"
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    eprintln!("{checked} dispatch configurations: declared access matches the shaders");
+}
+
+/// Shader composition takes any number of part files: the register-tiled kernel is three files
+/// (the kernel, its row reductions, the shared score masking), and the masking it uses is the
+/// shared one, defined once in the composed source.
+#[test]
+fn composition_appends_several_parts() {
+    let mut caps = AdapterCaps::webgpu_defaults();
+    caps.max_workgroup_storage = 32 << 10; // room for the register-tiled kernel
+    let p = Problem::new(1, 2, 64, 64, true, 0);
+    let plan = variants::plan("tiled", &p, &caps).unwrap();
+    let s = &plan.dispatches[0].shader;
+    assert_eq!(s.file, "tiled_rt.wgsl+tiled_rt_wg.wgsl+tiled_mask.wgsl");
+    assert_eq!(s.source.matches("fn masked(").count(), 1, "{}", s.file);
+    assert_eq!(s.source.matches("fn max4(").count(), 1, "{}", s.file);
+    assert_eq!(s.source.matches("fn row_max(").count(), 1, "{}", s.file);
+    assert!(
+        !s.source.contains("fn mask_row("),
+        "the old private copy is gone"
+    );
+}

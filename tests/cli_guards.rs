@@ -1,0 +1,175 @@
+//! What stands between a user's typo and a hung or aborted process: the host-memory budget and the
+//! adapter's binding limits checked before any work (exit 2 / 4 within a second, no backtrace),
+//! bounded repetition counts, device waits with a timeout (exit 1 naming what was in flight), and a
+//! quiet stderr on a headless machine.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_attn-wgpu"))
+}
+
+fn run_timed(cmd: &mut Command) -> (Output, Duration) {
+    let t = Instant::now();
+    let o = cmd.output().expect("runs");
+    (o, t.elapsed())
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn no_crash(o: &Output) {
+    let e = stderr(o);
+    for bad in ["panicked", "backtrace", "memory allocation of"] {
+        assert!(!e.contains(bad), "stderr has `{bad}`:\n{e}");
+    }
+}
+
+#[test]
+fn too_big_for_the_host_is_refused_at_once() {
+    let (o, t) =
+        run_timed(bin().args(["run", "--seq", "64", "--batch", "100000", "--heads", "1000"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    no_crash(&o);
+    let e = stderr(&o);
+    assert!(e.contains("bytes of host memory"), "{e}");
+    assert!(t < Duration::from_secs(3), "took {t:?}");
+
+    // B*H = 262144 heads of 64 x 64: 1 GiB per tensor, more than this machine holds for a run, or
+    // (on a larger host) too large for the adapter's storage binding: refused either way, at once.
+    let (o, t) = run_timed(bin().args([
+        "run",
+        "--seq",
+        "64",
+        "--batch",
+        "4096",
+        "--heads",
+        "64",
+        "--variant",
+        "unfused",
+    ]));
+    assert!(
+        matches!(o.status.code(), Some(2) | Some(4)),
+        "{}",
+        stderr(&o)
+    );
+    no_crash(&o);
+    assert!(t < Duration::from_secs(3), "took {t:?}");
+}
+
+#[test]
+fn the_host_limit_can_be_set_and_is_named() {
+    let o = bin()
+        .args(["run", "--seq", "64"])
+        .env("ATTN_WGPU_HOST_MEMORY_LIMIT", "1000")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("ATTN_WGPU_HOST_MEMORY_LIMIT of 1000 bytes"),
+        "{e}"
+    );
+    let o = bin()
+        .args(["run", "--seq", "64"])
+        .env("ATTN_WGPU_HOST_MEMORY_LIMIT", "lots")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("`lots`"), "{}", stderr(&o));
+}
+
+#[test]
+fn too_big_for_the_adapter_is_refused_before_the_inputs_exist() {
+    // Q/K/V = 512 * 64 * 64 * 64 * 4 bytes = 512 MiB each: the host holds it, no storage binding
+    // of the software adapter (128 MiB) does. Generating them would take seconds first.
+    let (o, t) = run_timed(bin().args([
+        "run",
+        "--seq",
+        "64",
+        "--batch",
+        "512",
+        "--heads",
+        "64",
+        "--head-dim",
+        "64",
+        "--variant",
+        "unfused",
+    ]));
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    no_crash(&o);
+    assert!(
+        stderr(&o).contains("max_storage_buffer_binding_size"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(t < Duration::from_secs(3), "took {t:?}");
+}
+
+#[test]
+fn repetition_counts_are_bounded() {
+    for flag in ["--reps", "--warmup", "--host-reps"] {
+        let o = bin()
+            .args(["run", "--seq", "16", flag, "4000000000"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{flag}: {}", stderr(&o));
+        no_crash(&o);
+        assert!(stderr(&o).contains(flag), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn a_device_wait_that_takes_too_long_is_an_error_naming_the_work() {
+    let o = bin()
+        .args([
+            "run",
+            "--variant",
+            "unfused",
+            "--seq",
+            "128",
+            "--heads",
+            "4",
+            "--reps",
+            "1",
+            "--host-reps",
+            "0",
+            "--gpu-timeout",
+            "0.000001",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    no_crash(&o);
+    let e = stderr(&o);
+    assert!(e.contains("did not finish within"), "{e}");
+    let o = bin()
+        .args(["run", "--seq", "16", "--gpu-timeout", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--gpu-timeout"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_headless_machine_gets_no_spurious_errors() {
+    let o = bin()
+        .arg("adapters")
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(!e.contains("XDG_RUNTIME_DIR"), "{e}");
+    assert!(!e.contains("error"), "{e}");
+    // Real errors still reach stderr.
+    let o = bin()
+        .args(["run", "--variant", "flash9"])
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("flash9"), "{}", stderr(&o));
+}
