@@ -227,6 +227,35 @@ def cross_check_with_attn_wgpu(binary, d):
             print(f"ok  attn-wgpu {variant:<8} {name}: {int(full.sum())} fully-masked rows")
 
 
+def test_tolerance_rule():
+    """The low-precision twin rounds as its dtype and stays close to the f64 reference; the
+    pytorch rule is FUDGE x max(twin error, PyTorch's default); bf16 rounds to nearest even."""
+    assert ts.round_to(np.array([1.0 + 2.0**-8], np.float32), "bf16")[0] == 1.0  # tie: even
+    assert ts.round_to(np.array([1.0 + 2.0**-8 + 2.0**-20], np.float32), "bf16")[0] == 1.0 + 2.0**-7
+    assert ts.round_to(np.array([1.0 + 2.0**-12], np.float32), "f16")[0] == 1.0
+    rng = np.random.default_rng(1)
+    B, H, N, D = 1, 2, 48, 16
+    for dt, bound in (("f32", 1e-5), ("f16", 5e-3), ("bf16", 5e-2)):
+        q, k, v = (ts.round_to(rng.uniform(-1, 1, (B, H, N, D)), dt) for _ in range(3))
+        rows = ts.select_rows(B, H, N, 0)
+        ref, full = ts.reference_rows(q, k, v, rows, D**-0.5, True)
+        lp = ts.low_precision_rows(q, k, v, rows, D**-0.5, True, None, dt)
+        assert np.array_equal(ts.round_to(lp.astype(np.float32), dt), lp.astype(np.float32)), dt
+        err = float(np.abs(lp - ref).max())
+        assert err < bound, (dt, err)
+        assert dt == "f32" or err > 0, dt
+        t = ts.pytorch_tolerance(dt, err)
+        assert t["atol"] == ts.FUDGE * max(err, ts.PYTORCH_DEFAULTS[dt]["atol"]), dt
+        assert t["rtol"] == ts.FUDGE * ts.PYTORCH_DEFAULTS[dt]["rtol"], dt
+        # The twin itself passes its own rule, a 10x larger error does not.
+        passed, _, _, _ = ts.check_rows(lp, ref, full, "zero", t)
+        assert passed.all(), dt
+        worse = ref + 10 * (t["atol"] + t["rtol"] * np.abs(ref))
+        passed, _, _, _ = ts.check_rows(worse, ref, full, "zero", t)
+        assert not passed.any(), dt
+    print("ok  low_precision_rows / pytorch_tolerance / round_to")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--attn-wgpu", default=None, help="attn-wgpu binary for the cross-check")
@@ -235,6 +264,7 @@ def main():
         test_load_npy_mask(d)
         test_blocked_and_fully_masked()
         test_reference_and_check_rows()
+        test_tolerance_rule()
         if args.attn_wgpu:
             cross_check_with_attn_wgpu(args.attn_wgpu, d)
     print("all passed")

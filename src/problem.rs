@@ -129,6 +129,39 @@ pub struct BiasLayout {
     pub heads: u32,
 }
 
+/// How a run's output is judged (`--tolerance`; `validate` holds both rules).
+/// - `pytorch` (the default): PyTorch's method (`test/test_transformers.py`, `get_tolerances`):
+///   the allowed absolute error is a fudge factor times the error a low-precision reference
+///   makes on the same inputs, with the dtype's default as a floor; the same rule judges the
+///   PyTorch rows of `bench/torch_sdpa.py`.
+/// - `strict`: the fixed per-dtype tolerances of attn-wgpu before that rule (inputs exact in the
+///   dtype, everything else f32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ToleranceMode {
+    #[default]
+    Pytorch,
+    Strict,
+}
+
+impl ToleranceMode {
+    pub fn parse(s: &str) -> Result<ToleranceMode> {
+        match s.to_ascii_lowercase().as_str() {
+            "pytorch" => Ok(ToleranceMode::Pytorch),
+            "strict" => Ok(ToleranceMode::Strict),
+            _ => Err(Error::InvalidProblem(format!(
+                "--tolerance `{s}` is unknown (expected pytorch or strict)"
+            ))),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            ToleranceMode::Pytorch => "pytorch",
+            ToleranceMode::Strict => "strict",
+        }
+    }
+}
+
 /// The kind of explicit mask a problem has (`--mask`): none, a boolean or an additive float mask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -183,6 +216,8 @@ pub struct Problem {
     /// `tune` candidate); `None`: the builder's default. Other variants ignore it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tile: Option<crate::tile::TileRequest>,
+    /// How the output is judged.
+    pub tolerance: ToleranceMode,
 }
 
 /// Largest sequence length and head dimension accepted at all (the adapter may refuse smaller ones).
@@ -203,6 +238,7 @@ impl Problem {
             seed,
             mask: MaskDesc::default(),
             tile: None,
+            tolerance: ToleranceMode::Pytorch,
         }
     }
 

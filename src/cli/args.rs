@@ -8,7 +8,7 @@ use clap::Args;
 
 use attn_wgpu::gpu::runner::Schedule;
 use attn_wgpu::gpu::AdapterSelection;
-use attn_wgpu::problem::{DType, Problem};
+use attn_wgpu::problem::{DType, Problem, ToleranceMode};
 use attn_wgpu::tile::TileChoice;
 
 use super::bad;
@@ -104,11 +104,21 @@ pub struct ShapeArgs {
     /// Seed of the input generator (see README: same seed, same bits everywhere).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// How outputs are judged: `pytorch` (PyTorch's method: 4 x the error of a low-precision
+    /// twin, with the dtype's default as a floor; the rule bench/torch_sdpa.py applies to
+    /// PyTorch) or `strict` (attn-wgpu's fixed per-dtype tolerances). Both verdicts are reported.
+    #[arg(long, default_value = "pytorch")]
+    pub tolerance: String,
 }
 
 impl ShapeArgs {
     pub fn causal(&self) -> bool {
         !self.no_causal
+    }
+
+    /// `--tolerance`, parsed (exit 2 naming the value).
+    pub fn tolerance(&self) -> anyhow::Result<ToleranceMode> {
+        Ok(ToleranceMode::parse(&self.tolerance)?)
     }
 
     /// `--dtype`, parsed (exit 2 naming the value).
@@ -128,6 +138,7 @@ impl ShapeArgs {
             self.seed,
         );
         p.dtype = self.dtype()?.unwrap_or(DType::F32);
+        p.tolerance = self.tolerance()?;
         if let Some(s) = self.scale {
             p.scale = s;
         }

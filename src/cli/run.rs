@@ -174,6 +174,7 @@ fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, bool)> {
             a.shape.seed,
         );
         p.dtype = dtype_arg.unwrap_or(q.dtype);
+        p.tolerance = a.shape.tolerance()?;
         let x = Inputs {
             q: q.values,
             k: k.values,

@@ -191,9 +191,20 @@ pub fn variant(r: &VariantRun) -> String {
         });
         let _ = writeln!(
             s,
-            "Validation  : {}  max abs err {:.3e}, max rel err {:.3e} (floor {}), {} NaN, {} Inf{}; {} of {} rows checked against f64 (atol {:e}, rtol {:e}); {} fully-masked rows ({} expected NaN)",
+            "Validation  : {}  max abs err {:.3e}, max rel err {:.3e} (floor {}), {} NaN, {} Inf{}; {} of {} rows checked against f64 (atol {:.3e}, rtol {:.3e}); {} fully-masked rows ({} expected NaN)",
             v.verdict, v.max_abs_err, v.max_rel_err, v.rel_err_floor, v.nan_count, v.inf_count, worst,
             v.rows_checked, v.rows_total, v.atol, v.rtol, v.fully_masked_rows, v.expected_nan_count
+        );
+        let ratio = v
+            .err_ratio_to_lp_ref
+            .map_or("-".into(), |r| format!("{r:.2}×"));
+        let _ = writeln!(
+            s,
+            "Tolerance   : rule {} (pytorch: {}, strict: {}); error {ratio} the low-precision twin's ({:.3e})",
+            v.tolerance_mode.name(),
+            v.pytorch_verdict,
+            v.strict_verdict,
+            v.lp_ref_max_abs_err
         );
     }
     if let Some(m) = &r.measurement {
