@@ -15,3 +15,10 @@ fn bf16_bits(x: f32) -> u32 {
     return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
 }
 fn pack(a: f32, b: f32) -> st { return bf16_bits(a) | (bf16_bits(b) << 16u); }
+// 16-byte words (see dtype_f32.wgsl): 8 bf16 patterns, two per u32, element 2k in the low half.
+const EPW: u32 = 8u;
+fn word4(w: vec4<u32>, h: u32) -> vec4<f32> {
+    let a = w[2u * h];
+    let b = w[2u * h + 1u];
+    return bitcast<vec4<f32>>(vec4<u32>(a << 16u, a & 0xffff0000u, b << 16u, b & 0xffff0000u));
+}

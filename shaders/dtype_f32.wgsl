@@ -9,3 +9,7 @@ alias st = f32;
 const PACK: u32 = 1u;
 fn load(w: st, e: u32) -> f32 { return w; }
 fn pack(a: f32, b: f32) -> st { return a; }
+// 16-byte loads (vector kernels bind Q/K/V as array<vec4<u32>>): EPW elements per word, and
+// word4(w, h) = elements 4h .. 4h+3 of word w, widened to f32 (h = 0 only, for f32).
+const EPW: u32 = 4u;
+fn word4(w: vec4<u32>, h: u32) -> vec4<f32> { return bitcast<vec4<f32>>(w); }

@@ -10,10 +10,32 @@ pub const RT_STORAGE: u64 = 31232;
 /// The part of it that tiled_rt_wg.wgsl adds (absent with subgroup reductions).
 pub const RT_PART_STORAGE: u64 = 1024;
 
+/// Workgroup storage of tiled_v2.wgsl without its K/V tiles (the transposed Q tile, 64 x 64 f32);
+/// K and V add BC · 512 bytes.
+pub const RT2_Q_STORAGE: u64 = 16384;
+
+/// Which fused kernel a tile configuration runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TileKernel {
+    /// tiled_v2.wgsl: 128 threads, 64 rows, key blocks of BC, P exchanged by subgroup shuffles.
+    Rt2,
+    /// tiled_rt.wgsl: 64 threads, 64 rows, key blocks of 16, reductions through workgroup memory.
+    Rt,
+    /// tiled.wgsl: one query row per thread, BR rows.
+    Row,
+    /// tiled_coop.wgsl: cooperative matrices, 64 rows, key blocks of 64.
+    Coop,
+}
+
+/// Workgroup storage of tiled_coop.wgsl (its header comment derives it).
+pub const COOP_STORAGE: u64 = 43008;
+
 /// Tile configuration of the fused kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TileConfig {
-    /// True for the register-tiled kernel (tiled_rt.wgsl), false for one row per thread.
+    pub kernel: TileKernel,
+    /// True for the register-tiled kernels (tiled_v2.wgsl, tiled_rt.wgsl), false for one row per
+    /// thread.
     pub register_tiled: bool,
     pub br: u32,
     pub bc: u32,
@@ -24,17 +46,22 @@ pub struct TileConfig {
 impl TileConfig {
     /// Workgroup storage in bytes: qs + os (BR rows) + ks + vs (BC rows), DP vec4 each, + inv_l.
     pub fn storage_bytes(&self) -> u64 {
-        if self.register_tiled {
-            return RT_STORAGE;
+        match self.kernel {
+            TileKernel::Rt2 => return RT2_Q_STORAGE + self.bc as u64 * 512,
+            TileKernel::Rt => return RT_STORAGE,
+            TileKernel::Coop => return COOP_STORAGE,
+            TileKernel::Row => {}
         }
         (2 * self.br as u64 + 2 * self.bc as u64) * self.dp as u64 * 16 + 4 * self.br as u64
     }
 }
 
 /// Which kernel (and BR) the `tiled` variant runs: what `tune` searches and `--tile` forces.
-/// Written `rt` (the register-tiled kernel) or `row:BR` (one row per thread, BR rows a workgroup).
+/// Written `rt2` (the register-tiled v2 kernel, P exchanged by subgroup shuffles), `rt` (the
+/// first register-tiled kernel) or `row:BR` (one row per thread, BR rows a workgroup).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TileChoice {
+    Subgroup,
     RegisterTiled,
     Row(u32),
 }
@@ -46,6 +73,9 @@ impl TileChoice {
         if t == "rt" {
             return Ok(TileChoice::RegisterTiled);
         }
+        if t == "rt2" {
+            return Ok(TileChoice::Subgroup);
+        }
         if let Some(br) = t.strip_prefix("row:") {
             return match br.trim().parse::<u32>() {
                 Ok(0) => Err(format!("--tile `{s}`: BR must be at least 1")),
@@ -54,7 +84,8 @@ impl TileChoice {
             };
         }
         Err(format!(
-            "--tile `{s}` is unknown (expected `rt`, the register-tiled kernel, or `row:BR`, e.g. `row:32`)"
+            "--tile `{s}` is unknown (expected `rt2`, the register-tiled v2 kernel, `rt`, the first \
+             register-tiled kernel, or `row:BR`, e.g. `row:32`)"
         ))
     }
 }
@@ -62,6 +93,7 @@ impl TileChoice {
 impl std::fmt::Display for TileChoice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            TileChoice::Subgroup => write!(f, "rt2"),
             TileChoice::RegisterTiled => write!(f, "rt"),
             TileChoice::Row(br) => write!(f, "row:{br}"),
         }

@@ -411,3 +411,65 @@ fn coop_plan_states_its_shape_limits_and_pads_its_inputs() {
         .to_string();
     assert!(why.contains("32-wide"), "{why}");
 }
+
+#[test]
+fn tiled_takes_its_v2_kernel_where_subgroups_allow_and_says_why_not_elsewhere() {
+    use tiled::{TileChoice, TileRequest};
+    let mut c = caps().with_shader_features(wgpu::Features::SUBGROUP);
+    c.subgroup_min_size = 32;
+    c.subgroup_max_size = 32;
+    c.max_workgroup_storage = 49152;
+    let mut p = Problem::new(1, 2, 100, 64, true, 0);
+    let bc = |plan: &attn_wgpu::plan::Plan| {
+        plan.dispatches[0]
+            .overrides
+            .iter()
+            .find(|(k, _)| k == "BC")
+            .map(|x| x.1)
+    };
+    // 48 KiB: rt2 with key blocks of 64, in 128-thread workgroups of 64 rows.
+    let plan = variants::plan("tiled", &p, &c).unwrap();
+    assert_eq!(plan.tile.clone().unwrap().choice, TileChoice::Subgroup);
+    assert!(plan.dispatches[0].shader.file.starts_with("tiled_v2.wgsl"));
+    assert_eq!(bc(&plan), Some(64.0));
+    assert_eq!(
+        plan.dispatches[0].workgroups[0], 2,
+        "ceil(100 / 64) query blocks"
+    );
+    assert_eq!(
+        variants::find("tiled").unwrap().plan_needs(&p, &c),
+        wgpu::Features::SUBGROUP
+    );
+    // 32 KiB: key blocks of 32.
+    c.max_workgroup_storage = 32768;
+    assert_eq!(bc(&variants::plan("tiled", &p, &c).unwrap()), Some(32.0));
+    // D not a multiple of 8: the default falls back to rt; forcing rt2 names D.
+    p.head_dim = 12;
+    let t = variants::plan("tiled", &p, &c).unwrap().tile.unwrap();
+    assert_eq!(t.choice, TileChoice::RegisterTiled);
+    p.tile = Some(TileRequest {
+        choice: TileChoice::Subgroup,
+        source: "--tile".into(),
+    });
+    match variants::plan("tiled", &p, &c) {
+        Err(Error::Incompatible { reason, .. }) => {
+            assert!(
+                reason.contains("rt2") && reason.contains("D=12"),
+                "{reason}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    // Subgroups narrower than the 8-lane row group: refused, naming the width.
+    p.head_dim = 64;
+    c.subgroup_min_size = 4;
+    match variants::plan("tiled", &p, &c) {
+        Err(Error::Incompatible { reason, .. }) => {
+            assert!(reason.contains("4..32 lanes"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    p.tile = None;
+    let t = variants::plan("tiled", &p, &c).unwrap().tile.unwrap();
+    assert_eq!(t.choice, TileChoice::RegisterTiled);
+}

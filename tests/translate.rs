@@ -71,7 +71,10 @@ fn problems() -> Vec<Problem> {
 fn caps_for(b: Backend) -> Vec<AdapterCaps> {
     let mut v = Vec::new();
     for storage in [16 << 10, 32 << 10, 48 << 10] {
-        for features in [b.features(), wgpu::Features::empty()] {
+        // All of the backend's features, none, and all but SUBGROUP (an adapter with f16 and
+        // no subgroups: `tiled` then takes its subgroup-free kernel).
+        let without_subgroups = b.features() - wgpu::Features::SUBGROUP;
+        for features in [b.features(), without_subgroups, wgpu::Features::empty()] {
             let mut c = AdapterCaps::webgpu_defaults().with_shader_features(features);
             c.backend = b.name().into();
             c.max_workgroup_storage = storage;
@@ -239,24 +242,43 @@ fn collect() -> Collected {
     };
     for v in VARIANTS {
         for &dtype in v.requires.dtypes {
+            // One claim per feature set a plan can use: the variant's effective needs, plus each
+            // subset of its optional `wants` (used where an adapter offers them; e.g. `tiled`
+            // takes its v2 kernel with SUBGROUP). A plan is attributed to the claim of the
+            // features it uses (`Variant::plan_needs`).
             let mut any = Problem::new(1, 1, 1, 16, false, 0);
             any.dtype = dtype;
-            let claim = claims.len();
-            claims.push(Claim {
-                name: format!("{} {}", v.name, dtype.name()),
-                needs: v.effective_needs(&any),
-                excludes: v.excludes.to_vec(),
-            });
-            for b in Backend::ALL {
-                let count = plans.entry((claim, b)).or_insert(0);
-                for caps in caps_for(b) {
-                    for p in problems.iter().filter(|p| p.dtype == dtype) {
-                        assert!(v.effective_needs(p) == claims[claim].needs);
-                        let Ok(plan) = variants::plan(v.name, p, &caps) else {
+            let base = v.effective_needs(&any);
+            let mut options = vec![wgpu::Features::empty()];
+            if !v.wants.is_empty() {
+                options.push(v.wants);
+            }
+            for opt in options {
+                let claim = claims.len();
+                let suffix = if opt.is_empty() {
+                    String::new()
+                } else {
+                    format!(" +{}", feature_names(opt))
+                };
+                claims.push(Claim {
+                    name: format!("{} {}{suffix}", v.name, dtype.name()),
+                    needs: base | opt,
+                    excludes: v.excludes.to_vec(),
+                });
+                for b in Backend::ALL {
+                    let count = plans.entry((claim, b)).or_insert(0);
+                    for caps in caps_for(b) {
+                        if caps.shader_features() & v.wants != opt {
                             continue;
-                        };
-                        *count += 1;
-                        add(&mut map, &plan, User { claim, backend: b });
+                        }
+                        for p in problems.iter().filter(|p| p.dtype == dtype) {
+                            assert!(v.plan_needs(p, &caps) == claims[claim].needs);
+                            let Ok(plan) = variants::plan(v.name, p, &caps) else {
+                                continue;
+                            };
+                            *count += 1;
+                            add(&mut map, &plan, User { claim, backend: b });
+                        }
                     }
                 }
             }

@@ -7,16 +7,28 @@ mod common;
 use attn_wgpu::gpu::runner::{Runner, Schedule};
 use attn_wgpu::problem::{Inputs, Problem};
 use attn_wgpu::run::run_variant;
+use attn_wgpu::tile::{TileChoice, TileRequest};
 use attn_wgpu::validate::Verdict;
 
 const SEQS: [u32; 5] = [1, 7, 33, 64, 100];
-/// 5, 16 and 64 run the register-tiled fused kernel, 96 the row-per-thread one; 5 is not a
-/// multiple of 4 (partial vec4 columns).
+/// With subgroups, 16 and 64 run the v2 fused kernel (`rt2`: D a multiple of 8), 5 the first
+/// register-tiled one (`rt`), 96 the row-per-thread one; 5 is not a multiple of 4 (partial vec4
+/// columns).
 const DIMS: [u32; 4] = [5, 16, 64, 96];
 
 /// Runs `variant` over the whole grid, with wgpu's shader bounds checks on and off, and fails with
 /// the list of every failing case.
 fn check_variant(variant: &str, expected_dispatches: usize, dims: &[u32]) {
+    check_variant_tile(variant, expected_dispatches, dims, None)
+}
+
+/// [`check_variant`] with a forced tile choice (`--tile`).
+fn check_variant_tile(
+    variant: &str,
+    expected_dispatches: usize,
+    dims: &[u32],
+    tile: Option<TileChoice>,
+) {
     let gpu = common::gpu();
     let mut runner = Runner::new(gpu).expect("runner");
     let schedule = Schedule {
@@ -31,11 +43,18 @@ fn check_variant(variant: &str, expected_dispatches: usize, dims: &[u32]) {
         for &n in &SEQS {
             for &d in dims {
                 let (b, h) = if n % 2 == 0 { (1, 2) } else { (3, 1) };
-                let p = Problem::new(b, h, n, d, causal, 1000 + n as u64 * 7 + d as u64);
+                let mut p = Problem::new(b, h, n, d, causal, 1000 + n as u64 * 7 + d as u64);
+                p.tile = tile.map(|choice| TileRequest {
+                    choice,
+                    source: "--tile".into(),
+                });
                 let x = Inputs::generate(&p);
                 let r = run_variant(gpu, &mut runner, &p, &x, variant, schedule, false)
                     .unwrap_or_else(|e| panic!("{variant} {}: {e}", p.shape_string()));
                 cases += 1;
+                if let Some(choice) = tile {
+                    assert_eq!(r.tile.as_ref().map(|t| t.choice), Some(choice));
+                }
                 assert_eq!(r.predicted_dispatches, expected_dispatches, "{variant}");
                 let v = r.validation.expect("validated");
                 assert_eq!(
@@ -76,6 +95,13 @@ fn unfused_inplace_matches_reference() {
 #[test]
 fn tiled_matches_reference() {
     check_variant("tiled", 1, &DIMS);
+}
+
+/// The first register-tiled kernel, which `tiled` takes where subgroups are missing (or D is not
+/// a multiple of 8), forced on the whole grid.
+#[test]
+fn tiled_rt_matches_reference() {
+    check_variant_tile("tiled", 1, &[5, 16, 64], Some(TileChoice::RegisterTiled));
 }
 
 #[test]

@@ -16,7 +16,9 @@ use super::{bind, check_grid, check_mask, kernel, mask_slot, with_mask, Storage}
 use crate::gpu::AdapterCaps;
 use crate::plan::{Access, Dispatch, Params};
 use crate::problem::{DType, Problem};
-pub use crate::tile::{TileChoice, TileConfig, RT_PART_STORAGE, RT_STORAGE};
+pub use crate::tile::{
+    TileChoice, TileConfig, TileKernel, RT2_Q_STORAGE, RT_PART_STORAGE, RT_STORAGE,
+};
 
 /// BR candidates, preferred first: BR = 64 halves the K/V re-reads of BR = 32.
 const BR_CANDIDATES: &[u32] = &[64, 32, 16, 8, 4];
@@ -31,6 +33,51 @@ pub fn config_for(
 ) -> Result<TileConfig, String> {
     let d4 = head_dim.div_ceil(4);
     match choice {
+        TileChoice::Subgroup => {
+            if head_dim > 64 || !head_dim.is_multiple_of(8) {
+                return Err(format!(
+                    "tile `rt2`: the v2 kernel reads rows as 16-byte words and holds at most 64 \
+                     columns: D must be a multiple of 8 up to 64 (got D={head_dim})"
+                ));
+            }
+            if !caps.subgroups || caps.subgroup_min_size < 8 {
+                return Err(format!(
+                    "tile `rt2` exchanges P among the 8 lanes of a row group by subgroup shuffles: \
+                     it needs SUBGROUP with subgroups of at least 8 lanes (this adapter: {})",
+                    if caps.subgroups {
+                        format!("{}..{} lanes", caps.subgroup_min_size, caps.subgroup_max_size)
+                    } else {
+                        "no SUBGROUP".to_string()
+                    }
+                ));
+            }
+            if caps.max_invocations_per_workgroup < 128 || caps.max_workgroup_size_x < 128 {
+                return Err(format!(
+                    "tile `rt2` needs 128-thread workgroups, this adapter allows {} invocations \
+                     ({} in x)",
+                    caps.max_invocations_per_workgroup, caps.max_workgroup_size_x
+                ));
+            }
+            // Key blocks of 64 where 48 KiB fit, else of 32 (32 KiB).
+            let fit =
+                |bc: u32| RT2_Q_STORAGE + bc as u64 * 512 <= caps.max_workgroup_storage as u64;
+            let Some(bc) = [64u32, 32].into_iter().find(|&bc| fit(bc)) else {
+                return Err(format!(
+                    "tile `rt2` needs {} bytes of workgroup storage (key blocks of 32), this \
+                     adapter allows {}",
+                    RT2_Q_STORAGE + 32 * 512,
+                    caps.max_workgroup_storage
+                ));
+            };
+            Ok(TileConfig {
+                kernel: TileKernel::Rt2,
+                register_tiled: true,
+                br: 64,
+                bc,
+                d4,
+                dp: 0,
+            })
+        }
         TileChoice::RegisterTiled => {
             if head_dim > 64 {
                 return Err(format!(
@@ -51,6 +98,7 @@ pub fn config_for(
                 ));
             }
             Ok(TileConfig {
+                kernel: TileKernel::Rt,
                 register_tiled: true,
                 br: 64,
                 bc: BC,
@@ -60,6 +108,7 @@ pub fn config_for(
         }
         TileChoice::Row(br) => {
             let cfg = TileConfig {
+                kernel: TileKernel::Row,
                 register_tiled: false,
                 br,
                 bc: BC,
@@ -90,10 +139,11 @@ pub fn config_for(
     }
 }
 
-/// Every tile choice `tune` tries, preferred first: `rt`, then `row:BR` for BR in
+/// Every tile choice `tune` tries, preferred first: `rt2`, `rt`, then `row:BR` for BR in
 /// [`BR_CANDIDATES`]. Not all of them fit a given adapter (see [`candidates`]).
 pub fn all_choices() -> Vec<TileChoice> {
-    std::iter::once(TileChoice::RegisterTiled)
+    [TileChoice::Subgroup, TileChoice::RegisterTiled]
+        .into_iter()
         .chain(BR_CANDIDATES.iter().map(|&br| TileChoice::Row(br)))
         .collect()
 }
@@ -121,6 +171,7 @@ pub fn default_choice(
     }
     let d4 = head_dim.div_ceil(4);
     let smallest = TileConfig {
+        kernel: TileKernel::Row,
         register_tiled: false,
         br: 4,
         bc: BC,
@@ -242,35 +293,43 @@ pub fn attention(
 ) -> Result<Dispatch, String> {
     let st = Storage::of(p.dtype);
     let mask = mask_slot(&fused_bindings(p));
-    let (shader, overrides) = if cfg.register_tiled {
-        // tiled_rt.wgsl double-buffers K/V through registers for f32 storage only (measured on
-        // the H200: see PREFETCH in the kernel).
-        let prefetch = vec![(
-            "PREFETCH".to_string(),
-            if p.dtype == DType::F32 { 1.0 } else { 0.0 },
-        )];
-        let shader = match reduce {
-            Reduce::Workgroup => kernel!(
-                "tiled_rt.wgsl" + "tiled_rt_wg.wgsl" + "tiled_mask.wgsl",
-                st,
-                mask
-            ),
-            Reduce::Subgroup => kernel!(
-                "tiled_rt.wgsl" + "tiled_rt_sg.wgsl" + "tiled_mask.wgsl",
-                st,
-                mask
-            ),
-        };
-        (shader, prefetch)
-    } else {
-        (
+    let (shader, overrides) = match cfg.kernel {
+        TileKernel::Rt2 => (
+            kernel!("tiled_v2.wgsl" + "tiled_mask.wgsl", st, mask),
+            vec![("BC".to_string(), cfg.bc as f64)],
+        ),
+        TileKernel::Rt => {
+            // tiled_rt.wgsl double-buffers K/V through registers for f32 storage only (measured
+            // on the H200: see PREFETCH in the kernel).
+            let prefetch = vec![(
+                "PREFETCH".to_string(),
+                if p.dtype == DType::F32 { 1.0 } else { 0.0 },
+            )];
+            let shader = match reduce {
+                Reduce::Workgroup => kernel!(
+                    "tiled_rt.wgsl" + "tiled_rt_wg.wgsl" + "tiled_mask.wgsl",
+                    st,
+                    mask
+                ),
+                Reduce::Subgroup => kernel!(
+                    "tiled_rt.wgsl" + "tiled_rt_sg.wgsl" + "tiled_mask.wgsl",
+                    st,
+                    mask
+                ),
+            };
+            (shader, prefetch)
+        }
+        TileKernel::Coop => {
+            return Err("the cooperative-matrix kernel is built by kernels::tiled_coop".into())
+        }
+        TileKernel::Row => (
             kernel!("tiled.wgsl" + "tiled_mask.wgsl", st, mask),
             vec![
                 ("BR".to_string(), cfg.br as f64),
                 ("D4".to_string(), cfg.d4 as f64),
                 ("DP".to_string(), cfg.dp as f64),
             ],
-        )
+        ),
     };
     fused_dispatch(p, caps, shader, overrides, cfg)
 }

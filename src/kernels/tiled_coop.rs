@@ -9,7 +9,7 @@ use crate::problem::Problem;
 use crate::tile::TileConfig;
 
 /// Workgroup storage of tiled_coop.wgsl (its header comment derives it).
-pub const STORAGE: u64 = 43008;
+pub const STORAGE: u64 = crate::tile::COOP_STORAGE;
 /// Rows (of Q) and keys (of K and V) past N that tiled_coop.wgsl's cooperative loads may read: the
 /// last query block and key block of a head are read whole.
 pub const PAD_ROWS: u64 = 64;
@@ -17,6 +17,7 @@ pub const PAD_ROWS: u64 = 64;
 /// The kernel's tile: BR = 64 query rows, BC = 64 keys.
 pub fn tile(p: &Problem) -> TileConfig {
     TileConfig {
+        kernel: crate::tile::TileKernel::Coop,
         register_tiled: false,
         br: 64,
         bc: 64,

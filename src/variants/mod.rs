@@ -178,6 +178,10 @@ pub struct Variant {
     /// Backends it does not claim although they offer every capability in `requires`, each with
     /// the reason (e.g. a driver bug). Usually empty.
     pub excludes: &'static [(Backend, &'static str)],
+    /// Optional device features: requested when the adapter has them (with `needs`), and used by
+    /// the plan builder when present (`tiled` takes its v2 kernel with SUBGROUP, else the first
+    /// register-tiled one). [`Variant::plan_needs`] says what one plan uses.
+    pub wants: wgpu::Features,
     /// Its plan honours a tile choice ([`Problem::tile`]: `--tile`, a `tune` cache entry): the
     /// variants `tune` searches.
     pub tiles: bool,
@@ -228,6 +232,12 @@ impl Variant {
         f
     }
 
+    /// The device features one plan of this variant for `p` on an adapter with `caps` uses: its
+    /// [`Variant::effective_needs`] plus those of its [`Variant::wants`] the adapter offers.
+    pub fn plan_needs(&self, p: &Problem, caps: &AdapterCaps) -> wgpu::Features {
+        self.effective_needs(p) | (self.wants & caps.shader_features())
+    }
+
     /// The adapter-level check every plan goes through before the builder: backend claimed and
     /// every needed feature offered by this adapter.
     pub fn check_adapter(&self, caps: &AdapterCaps) -> std::result::Result<(), String> {
@@ -271,6 +281,7 @@ pub const VARIANTS: &[Variant] = &[
         auto_rank: 30,
         build: unfused::build_out_of_place,
         excludes: &[],
+        wants: wgpu::Features::empty(),
         tiles: false,
     },
     Variant {
@@ -283,6 +294,7 @@ pub const VARIANTS: &[Variant] = &[
         auto_rank: 20,
         build: unfused::build_in_place,
         excludes: &[],
+        wants: wgpu::Features::empty(),
         tiles: false,
     },
     Variant {
@@ -300,6 +312,7 @@ pub const VARIANTS: &[Variant] = &[
         auto_rank: 40,
         build: math::build,
         excludes: &[],
+        wants: wgpu::Features::empty(),
         tiles: false,
     },
     Variant {
@@ -312,6 +325,9 @@ pub const VARIANTS: &[Variant] = &[
         auto_rank: 10,
         build: tiled::build,
         excludes: &[],
+        // The v2 kernel (tiled_v2.wgsl) exchanges P by subgroup shuffles; without SUBGROUP (GL)
+        // the first register-tiled kernel runs.
+        wants: wgpu::Features::SUBGROUP,
         tiles: true,
     },
     Variant {
@@ -324,6 +340,7 @@ pub const VARIANTS: &[Variant] = &[
         auto_rank: 15,
         build: tiled::build_subgroup,
         excludes: &[],
+        wants: wgpu::Features::empty(),
         tiles: false,
     },
     Variant {
@@ -345,16 +362,17 @@ pub const VARIANTS: &[Variant] = &[
         auto_rank: 5,
         build: tiled::build_coop,
         excludes: &[],
+        wants: wgpu::Features::empty(),
         tiles: false,
     },
 ];
 
-/// Union of the features the named variants use.
+/// Union of the features the named variants use or want (requested where the adapter has them).
 pub fn features_for(names: &[&str]) -> wgpu::Features {
     VARIANTS
         .iter()
         .filter(|v| names.contains(&v.name))
-        .fold(wgpu::Features::empty(), |f, v| f | v.needs)
+        .fold(wgpu::Features::empty(), |f, v| f | v.needs | v.wants)
 }
 
 pub fn names() -> Vec<&'static str> {

@@ -60,6 +60,7 @@ pub fn build_subgroup(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         ));
     }
     let cfg = TileConfig {
+        kernel: crate::tile::TileKernel::Rt,
         register_tiled: true,
         br: 64,
         bc: BC,
