@@ -35,6 +35,15 @@
 
 // Keys per block: 64 (two slabs of 32) or 32 (one).
 override BC: u32 = 64u;
+// The head dimension as a pipeline constant (the host sets it to D, so the loops over d have a
+// known trip count and unroll); 0 reads it from params at run time instead.
+override HD: u32 = 0u;
+// 1: the next block's K/V words are loaded into registers before this block's products, so
+// their latency hides behind the arithmetic (costs up to 2 x BC/8 vec4 registers); 0: loaded
+// after the barrier that frees the tiles.
+override PREFETCH: u32 = 0u;
+// vec4<u32> words of K (and of V) each thread stages per block, at most (BC = 64, f32, D = 64).
+const KV_MAX: u32 = 8u;
 const BR: u32 = 64u;
 const LOG2E: f32 = 1.4426950408889634;
 
@@ -49,7 +58,7 @@ fn main(
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
     let n = params.seq;
-    let d = params.head_dim;
+    let d = select(params.head_dim, HD, HD != 0u);
     let head = params.head_offset + wg.y;
     let i0 = wg.x * BR;
     let causal = params.causal != 0u;
@@ -87,40 +96,23 @@ fn main(
     if (causal) {
         kv_end = min(n, i0 + BR);
     }
+    // This thread's words of the K and V block being staged (see fetch_kv).
+    var kr: array<vec4<u32>, KV_MAX>;
+    var vr: array<vec4<u32>, KV_MAX>;
+    if (PREFETCH != 0u) {
+        fetch_kv(head, n, 0u, t, wpr, &kr, &vr);
+    }
     for (var j0 = 0u; j0 < kv_end; j0 += BC) {
         // The previous block's K and V must be consumed before they are overwritten.
         workgroupBarrier();
-        // K transposed: consecutive threads take consecutive keys, so the scalar stores of a word's
-        // 4 or 8 d values hit consecutive banks. V as it is: consecutive threads, consecutive words.
-        for (var w = t; w < BC * wpr; w += 128u) {
-            let kk = w % BC;
-            let dw = w / BC;
-            var lo = vec4<f32>(0.0);
-            var hi = vec4<f32>(0.0);
-            if (j0 + kk < n) {
-                let x = k[(head * n + j0 + kk) * wpr + dw];
-                lo = word4(x, 0u);
-                hi = word4(x, 1u);
-            }
-            stage_k(kc, dw * EPW, kk, lo, hi);
+        if (PREFETCH == 0u) {
+            fetch_kv(head, n, j0, t, wpr, &kr, &vr);
         }
-        for (var w = t; w < BC * wpr; w += 128u) {
-            let kk = w / wpr;
-            let dw = w % wpr;
-            var lo = vec4<f32>(0.0);
-            var hi = vec4<f32>(0.0);
-            if (j0 + kk < n) {
-                let x = v[(head * n + j0 + kk) * wpr + dw];
-                lo = word4(x, 0u);
-                hi = word4(x, 1u);
-            }
-            let c = kk * 16u + dw * (EPW / 4u);
-            vs[c] = lo;
-            if (EPW == 8u) {
-                vs[c + 1u] = hi;
-            }
-        }
+        stage_kv(kc, t, wpr, &kr, &vr);
         workgroupBarrier();
+        if (PREFETCH != 0u && j0 + BC < kv_end) {
+            fetch_kv(head, n, j0 + BC, t, wpr, &kr, &vr);
+        }
 
         // S = Q·Kᵀ: s<r><h> = scores of row 4ty + r with keys 32h + 4tx .. +3.
         var s00 = vec4<f32>(0.0); var s01 = vec4<f32>(0.0);
@@ -224,6 +216,51 @@ fn main(
     store8(base, r0 + 1u, tx, d, n, o10 * inv.y, o11 * inv.y);
     store8(base, r0 + 2u, tx, d, n, o20 * inv.z, o21 * inv.z);
     store8(base, r0 + 3u, tx, d, n, o30 * inv.w, o31 * inv.w);
+}
+
+// This thread's words of key block j0: word w = t + 128i of the block, i.e. key w % BC and word
+// w / BC of its row for K (consecutive threads, consecutive keys: the transposed stores of
+// stage_kv hit consecutive banks) and key w / wpr, word w % wpr for V (consecutive words). Keys
+// past N read as zero words (0.0 in every dtype).
+fn fetch_kv(head: u32, n: u32, j0: u32, t: u32, wpr: u32,
+            kr: ptr<function, array<vec4<u32>, KV_MAX>>,
+            vr: ptr<function, array<vec4<u32>, KV_MAX>>) {
+    for (var i = 0u; i < KV_MAX; i++) {
+        let w = t + 128u * i;
+        if (w < BC * wpr) {
+            let kk = w % BC;
+            var x = vec4<u32>(0u);
+            if (j0 + kk < n) {
+                x = k[(head * n + j0 + kk) * wpr + w / BC];
+            }
+            (*kr)[i] = x;
+            let kv = w / wpr;
+            var y = vec4<u32>(0u);
+            if (j0 + kv < n) {
+                y = v[(head * n + j0 + kv) * wpr + w % wpr];
+            }
+            (*vr)[i] = y;
+        }
+    }
+}
+
+// The words fetched by fetch_kv into the tiles: K transposed (ks[d][key]), V as it is.
+fn stage_kv(pitch: u32, t: u32, wpr: u32,
+            kr: ptr<function, array<vec4<u32>, KV_MAX>>,
+            vr: ptr<function, array<vec4<u32>, KV_MAX>>) {
+    for (var i = 0u; i < KV_MAX; i++) {
+        let w = t + 128u * i;
+        if (w < BC * wpr) {
+            let x = (*kr)[i];
+            stage_k(pitch, (w / BC) * EPW, w % BC, word4(x, 0u), word4(x, 1u));
+            let y = (*vr)[i];
+            let c = (w / wpr) * 16u + (w % wpr) * (EPW / 4u);
+            vs[c] = word4(y, 0u);
+            if (EPW == 8u) {
+                vs[c + 1u] = word4(y, 1u);
+            }
+        }
+    }
 }
 
 // The EPW values of one 16-byte word (d = d0 .. d0 + EPW - 1 of row `r`) into the transposed

@@ -218,6 +218,12 @@ pub struct Problem {
     pub tile: Option<crate::tile::TileRequest>,
     /// How the output is judged.
     pub tolerance: ToleranceMode,
+    /// Pipeline constants set by hand (`--override NAME=VALUE`): each replaces the value of the
+    /// WGSL `override` of that name in every dispatch of the plan that declares it (a plan none
+    /// of whose kernels declares it is refused with the names they do declare). For A/B runs of
+    /// a kernel's knobs; recorded in the plan's config.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<(String, f64)>,
 }
 
 /// Largest sequence length and head dimension accepted at all (the adapter may refuse smaller ones).
@@ -239,6 +245,7 @@ impl Problem {
             mask: MaskDesc::default(),
             tile: None,
             tolerance: ToleranceMode::Pytorch,
+            overrides: Vec::new(),
         }
     }
 

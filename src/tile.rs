@@ -57,11 +57,13 @@ impl TileConfig {
 }
 
 /// Which kernel (and BR) the `tiled` variant runs: what `tune` searches and `--tile` forces.
-/// Written `rt2` (the register-tiled v2 kernel, P exchanged by subgroup shuffles), `rt` (the
-/// first register-tiled kernel) or `row:BR` (one row per thread, BR rows a workgroup).
+/// Written `rt2:BC` (the register-tiled v2 kernel, P exchanged by subgroup shuffles, key blocks
+/// of BC = 32 or 64; `rt2` alone is `rt2:32`), `rt` (the first register-tiled kernel) or `row:BR`
+/// (one row per thread, BR rows a workgroup).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TileChoice {
-    Subgroup,
+    /// rt2 with key blocks of this many keys (32 or 64).
+    Subgroup(u32),
     RegisterTiled,
     Row(u32),
 }
@@ -74,7 +76,16 @@ impl TileChoice {
             return Ok(TileChoice::RegisterTiled);
         }
         if t == "rt2" {
-            return Ok(TileChoice::Subgroup);
+            return Ok(TileChoice::Subgroup(32));
+        }
+        if let Some(bc) = t.strip_prefix("rt2:") {
+            return match bc.trim() {
+                "32" => Ok(TileChoice::Subgroup(32)),
+                "64" => Ok(TileChoice::Subgroup(64)),
+                other => Err(format!(
+                    "--tile `{s}`: rt2's key block BC must be 32 or 64 (got `{other}`)"
+                )),
+            };
         }
         if let Some(br) = t.strip_prefix("row:") {
             return match br.trim().parse::<u32>() {
@@ -84,8 +95,8 @@ impl TileChoice {
             };
         }
         Err(format!(
-            "--tile `{s}` is unknown (expected `rt2`, the register-tiled v2 kernel, `rt`, the first \
-             register-tiled kernel, or `row:BR`, e.g. `row:32`)"
+            "--tile `{s}` is unknown (expected `rt2` or `rt2:64`, the register-tiled v2 kernel, \
+             `rt`, the first register-tiled kernel, or `row:BR`, e.g. `row:32`)"
         ))
     }
 }
@@ -93,7 +104,7 @@ impl TileChoice {
 impl std::fmt::Display for TileChoice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            TileChoice::Subgroup => write!(f, "rt2"),
+            TileChoice::Subgroup(bc) => write!(f, "rt2:{bc}"),
             TileChoice::RegisterTiled => write!(f, "rt"),
             TileChoice::Row(br) => write!(f, "row:{br}"),
         }

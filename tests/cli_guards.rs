@@ -173,3 +173,41 @@ fn a_headless_machine_gets_no_spurious_errors() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("flash9"), "{}", stderr(&o));
 }
+
+/// `--override NAME=VALUE`: malformed is exit 2 naming it; a constant no kernel of the plan
+/// declares is exit 4 naming those it does; a tile-owned one points to --tile; a valid one is
+/// applied, recorded in the results file and still validated.
+#[test]
+fn overrides_are_checked_and_recorded() {
+    let small = [
+        "run", "--variant", "tiled", "--batch", "1", "--heads", "1", "--seq", "16", "--head-dim",
+        "16", "--reps", "1", "--warmup", "0",
+    ];
+    for (arg, code, says) in [
+        ("LO", 2, "expected NAME=VALUE"),
+        ("LO=abc", 2, "not a finite number"),
+        ("L O=1", 2, "not a constant's name"),
+        ("NOPE=1", 4, "no kernel of this plan declares `NOPE`"),
+        ("BC=64", 4, "choose it with --tile"),
+    ] {
+        let o = bin().args(small).args(["--override", arg]).output().unwrap();
+        assert_eq!(o.status.code(), Some(code), "{arg}: {}", stderr(&o));
+        no_crash(&o);
+        assert!(stderr(&o).contains(says), "{arg}: {}", stderr(&o));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    // PREFETCH is declared by every register-tiled kernel `tiled` may pick here (rt2 and rt).
+    let o = bin()
+        .args(small)
+        .args(["--override", "PREFETCH=1", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let run = &r["runs"][0];
+    assert_eq!(run["validation"]["verdict"], "PASS", "{run}");
+    let cfg = run["config"].to_string();
+    assert!(cfg.contains("PREFETCH"), "{cfg}");
+}

@@ -427,11 +427,11 @@ fn tiled_takes_its_v2_kernel_where_subgroups_allow_and_says_why_not_elsewhere() 
             .find(|(k, _)| k == "BC")
             .map(|x| x.1)
     };
-    // 48 KiB: rt2 with key blocks of 64, in 128-thread workgroups of 64 rows.
+    // rt2 with key blocks of 32 (the measured default), in 128-thread workgroups of 64 rows.
     let plan = variants::plan("tiled", &p, &c).unwrap();
-    assert_eq!(plan.tile.clone().unwrap().choice, TileChoice::Subgroup);
+    assert_eq!(plan.tile.clone().unwrap().choice, TileChoice::Subgroup(32));
     assert!(plan.dispatches[0].shader.file.starts_with("tiled_v2.wgsl"));
-    assert_eq!(bc(&plan), Some(64.0));
+    assert_eq!(bc(&plan), Some(32.0));
     assert_eq!(
         plan.dispatches[0].workgroups[0], 2,
         "ceil(100 / 64) query blocks"
@@ -440,15 +440,27 @@ fn tiled_takes_its_v2_kernel_where_subgroups_allow_and_says_why_not_elsewhere() 
         variants::find("tiled").unwrap().plan_needs(&p, &c),
         wgpu::Features::SUBGROUP
     );
-    // 32 KiB: key blocks of 32.
+    // rt2:64 where 48 KiB fit; refused at 32 KiB with the bytes.
+    p.tile = Some(TileRequest {
+        choice: TileChoice::Subgroup(64),
+        source: "--tile".into(),
+    });
+    assert_eq!(bc(&variants::plan("tiled", &p, &c).unwrap()), Some(64.0));
     c.max_workgroup_storage = 32768;
+    match variants::plan("tiled", &p, &c) {
+        Err(Error::Incompatible { reason, .. }) => {
+            assert!(reason.contains("rt2:64") && reason.contains("49152"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    p.tile = None;
     assert_eq!(bc(&variants::plan("tiled", &p, &c).unwrap()), Some(32.0));
     // D not a multiple of 8: the default falls back to rt; forcing rt2 names D.
     p.head_dim = 12;
     let t = variants::plan("tiled", &p, &c).unwrap().tile.unwrap();
     assert_eq!(t.choice, TileChoice::RegisterTiled);
     p.tile = Some(TileRequest {
-        choice: TileChoice::Subgroup,
+        choice: TileChoice::Subgroup(32),
         source: "--tile".into(),
     });
     match variants::plan("tiled", &p, &c) {

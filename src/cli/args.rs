@@ -203,9 +203,34 @@ pub struct TileArgs {
     /// `attn-wgpu tune`); an entry of the run's shape class sets the `tiled` tile.
     #[arg(long)]
     pub tune: Option<PathBuf>,
+    /// Set a fused kernel's pipeline constant, e.g. `--override LO=0` (repeatable): it replaces
+    /// the value of that WGSL `override` in every dispatch declaring it, and is recorded in the
+    /// config. For A/B runs of a kernel's knobs; a plan without it is refused with the names it has.
+    #[arg(long = "override", value_name = "NAME=VALUE")]
+    pub overrides: Vec<String>,
 }
 
 impl TileArgs {
+    /// `--override NAME=VALUE`, parsed (exit 2 when malformed).
+    pub fn overrides(&self) -> anyhow::Result<Vec<(String, f64)>> {
+        self.overrides
+            .iter()
+            .map(|s| {
+                let (k, v) = s.split_once('=').ok_or_else(|| {
+                    bad(format!("--override `{s}`: expected NAME=VALUE, e.g. LO=0"))
+                })?;
+                let k = k.trim();
+                if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    return Err(bad(format!("--override `{s}`: `{k}` is not a constant's name")));
+                }
+                match v.trim().parse::<f64>() {
+                    Ok(x) if x.is_finite() => Ok((k.to_string(), x)),
+                    _ => Err(bad(format!("--override `{s}`: `{v}` is not a finite number"))),
+                }
+            })
+            .collect()
+    }
+
     /// `--tile`, parsed (exit 2 when malformed).
     pub fn forced(&self) -> anyhow::Result<Option<TileChoice>> {
         self.tile

@@ -51,6 +51,7 @@ pub fn cmd_explain(a: ExplainArgs) -> anyhow::Result<u8> {
     }
     let forced = a.tile.forced()?;
     let mut p = a.shape.problem(a.seq, &DEFAULTS)?;
+    p.overrides = a.tile.overrides()?;
     attn_wgpu::budget::check_host(&p, names.len())?;
     let gpu = a.sel.open(features_of(&names, p.dtype))?;
     let tuned = find_tune(&gpu, a.tile.tune.as_deref())?;

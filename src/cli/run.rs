@@ -246,6 +246,7 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         }
     };
     let forced_tile = a.tile.forced()?;
+    let overrides = a.tile.overrides()?;
     if let (Some(_), Selection::One(name)) = (&forced_tile, &selection) {
         if !variants::find(name).is_ok_and(|v| v.tiles) {
             return Err(bad(format!(
@@ -278,6 +279,7 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         }
     }
     let (mut p, mut x, from_files) = problem(&a)?;
+    p.overrides = overrides;
     let names: Vec<String> = match &selection {
         Selection::All => variants::names().into_iter().map(String::from).collect(),
         Selection::Auto => vec![],

@@ -62,7 +62,8 @@ pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
             a.out_dir.display()
         )));
     }
-    let base = a.shape.problem(seqs[0], &DEFAULTS)?;
+    let mut base = a.shape.problem(seqs[0], &DEFAULTS)?;
+    base.overrides = a.tile.overrides()?;
     for &n in &seqs {
         let p = Problem {
             seq: n,

@@ -33,7 +33,7 @@ pub fn config_for(
 ) -> Result<TileConfig, String> {
     let d4 = head_dim.div_ceil(4);
     match choice {
-        TileChoice::Subgroup => {
+        TileChoice::Subgroup(bc) => {
             if head_dim > 64 || !head_dim.is_multiple_of(8) {
                 return Err(format!(
                     "tile `rt2`: the v2 kernel reads rows as 16-byte words and holds at most 64 \
@@ -58,17 +58,16 @@ pub fn config_for(
                     caps.max_invocations_per_workgroup, caps.max_workgroup_size_x
                 ));
             }
-            // Key blocks of 64 where 48 KiB fit, else of 32 (32 KiB).
-            let fit =
-                |bc: u32| RT2_Q_STORAGE + bc as u64 * 512 <= caps.max_workgroup_storage as u64;
-            let Some(bc) = [64u32, 32].into_iter().find(|&bc| fit(bc)) else {
+            // Key blocks of 32 by default: on the H200 they beat blocks of 64 by 2.2x (fewer
+            // registers and 32 KiB instead of 48 KiB a workgroup: more workgroups per SM;
+            // results/h200/2026-12-03-v15-rt2-ab).
+            let need = RT2_Q_STORAGE + bc as u64 * 512;
+            if need > caps.max_workgroup_storage as u64 {
                 return Err(format!(
-                    "tile `rt2` needs {} bytes of workgroup storage (key blocks of 32), this \
-                     adapter allows {}",
-                    RT2_Q_STORAGE + 32 * 512,
+                    "tile `rt2:{bc}` needs {need} bytes of workgroup storage, this adapter allows {}",
                     caps.max_workgroup_storage
                 ));
-            };
+            }
             Ok(TileConfig {
                 kernel: TileKernel::Rt2,
                 register_tiled: true,
@@ -139,10 +138,14 @@ pub fn config_for(
     }
 }
 
-/// Every tile choice `tune` tries, preferred first: `rt2`, `rt`, then `row:BR` for BR in
+/// Every tile choice `tune` tries, preferred first: `rt2:32`, `rt2:64`, `rt`, then `row:BR` for BR in
 /// [`BR_CANDIDATES`]. Not all of them fit a given adapter (see [`candidates`]).
 pub fn all_choices() -> Vec<TileChoice> {
-    [TileChoice::Subgroup, TileChoice::RegisterTiled]
+    [
+        TileChoice::Subgroup(32),
+        TileChoice::Subgroup(64),
+        TileChoice::RegisterTiled,
+    ]
         .into_iter()
         .chain(BR_CANDIDATES.iter().map(|&br| TileChoice::Row(br)))
         .collect()
@@ -296,7 +299,11 @@ pub fn attention(
     let (shader, overrides) = match cfg.kernel {
         TileKernel::Rt2 => (
             kernel!("tiled_v2.wgsl" + "tiled_mask.wgsl", st, mask),
-            vec![("BC".to_string(), cfg.bc as f64)],
+            vec![
+                ("BC".to_string(), cfg.bc as f64),
+                ("HD".to_string(), p.head_dim as f64),
+                ("PREFETCH".to_string(), 0.0),
+            ],
         ),
         TileKernel::Rt => {
             // tiled_rt.wgsl double-buffers K/V through registers for f32 storage only (measured

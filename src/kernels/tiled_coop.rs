@@ -32,14 +32,15 @@ pub fn input_bytes(p: &Problem) -> u64 {
 }
 
 /// tiled_coop.wgsl's choices (see the kernel), as measured on the H200 at B8 H16 N1024 D64 causal
-/// f16: how P enters P V (`LO` = 2, hi + unscaled lo into the same accumulators: 480 µs, PASS,
-/// results/h200/2026-12-02-v8-noregs; 0, P in one f16 as FlashAttention does: fails the f16
-/// tolerance, results/h200/2026-12-02-v5/ab), the lazy-rescale threshold (`TAU` = 8; 0,
+/// f16: how P enters P V (`LO` = 0, P in one f16 as FlashAttention does: 450.7 µs against 474.5
+/// for 2, hi + unscaled lo, in one lease, results/h200/2026-12-03-v15-rt2-ab; it passes PyTorch's
+/// rule (error 1.0-1.7x the low-precision twin's) and fails `--tolerance strict`, which
+/// `--override LO=2` passes), the lazy-rescale threshold (`TAU` = 8; 0,
 /// FlashAttention-2's rescale on every new maximum, was 14 % slower in v5) and the register
 /// prefetch of the next K/V block (`PREFETCH` = 1; 0 was 8 % slower in v5).
 pub fn overrides() -> Vec<(String, f64)> {
     vec![
-        ("LO".to_string(), 2.0),
+        ("LO".to_string(), 0.0),
         ("TAU".to_string(), 8.0),
         ("PREFETCH".to_string(), 1.0),
     ]

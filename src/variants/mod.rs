@@ -426,9 +426,55 @@ pub fn plan(name: &str, p: &Problem, caps: &AdapterCaps) -> Result<Plan> {
     check_requirements(v, p, caps).map_err(incompatible)?;
     let mut plan = (v.build)(p, caps).map_err(incompatible)?;
     plan.variant = v.name.to_string();
+    apply_overrides(&mut plan, &p.overrides).map_err(incompatible)?;
     plan.check()
         .map_err(|reason| incompatible(format!("internal plan error: {reason}")))?;
     Ok(plan)
+}
+
+/// Applies `--override NAME=VALUE`: sets that pipeline constant in every dispatch declaring it and
+/// records it in the config. Refused when no dispatch declares it (naming those that exist), or
+/// when the tile configuration owns it (it sizes workgroup storage or the grid: use `--tile`).
+fn apply_overrides(plan: &mut Plan, overrides: &[(String, f64)]) -> std::result::Result<(), String> {
+    for (name, value) in overrides {
+        if plan.config.iter().any(|(k, _)| k == name) {
+            return Err(format!(
+                "--override {name}: `{name}` is part of the tile configuration (it sizes the \
+                 kernel's storage or grid); choose it with --tile"
+            ));
+        }
+        let mut hits = 0;
+        for d in &mut plan.dispatches {
+            for (k, x) in &mut d.overrides {
+                if k == name {
+                    *x = *value;
+                    hits += 1;
+                }
+            }
+        }
+        if hits == 0 {
+            let mut known: Vec<&str> = plan
+                .dispatches
+                .iter()
+                .flat_map(|d| d.overrides.iter().map(|(k, _)| k.as_str()))
+                .filter(|k| !plan.config.iter().any(|(c, _)| c == k))
+                .collect();
+            known.sort();
+            known.dedup();
+            return Err(format!(
+                "--override {name}: no kernel of this plan declares `{name}` (they declare: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        }
+        plan.config.push((name.clone(), *value));
+        plan.notes
+            .push(format!("pipeline constant {name} = {value} set by --override"));
+    }
+    Ok(())
 }
 
 /// `auto`'s decision: the variant picked and, for every other one, why not.
