@@ -3,7 +3,7 @@
 # lent machine from the repository root with the release binary and the .gl loaders carried:
 #   bash bench/h200_suite.sh BINARY OUTDIR
 # It probes the adapter, runs attn-wgpu (f32/f16/bf16 at the seed's shape, every variant; f16 at
-# N=4096; a sweep over N) and the PyTorch baseline (bench/torch_sdpa.py) in the same lease, so the
+# N=4096; a sweep over N for each dtype; explain at the seed's shape) and the PyTorch baseline (bench/torch_sdpa.py) in the same lease, so the
 # numbers share one GPU state. Everything lands in OUTDIR/h200.tar.gz (+ OUTDIR/log.txt).
 set -u
 B=${1:?usage: bench/h200_suite.sh BINARY OUTDIR}
@@ -27,8 +27,11 @@ step() { echo "## $*"; "$@"; echo "## exit $?"; }
   step $B run --variant all $SEED --seq 4096 --dtype f16 --reps 10 --probe "$o/probe.json" --json "$o/attn_f16_N4096.json"
   step $B run --variant tiled $SEED --seq 4096 --dtype f32 --reps 10 --json "$o/attn_f32_N4096_tiled.json"
   step $B tune $SEED --seq 1024 --dtype f32 --reps 5 --out "$o/tune.json"
-  step $B sweep --seq 256,512,1024,2048,4096 --variants unfused-inplace,tiled,tiled-subgroup $SEED --reps 5 --out-dir "$o/sweep_f32"
-  for dt in f32 f16; do
+  for dt in f32 f16 bf16; do
+    step $B sweep --seq 256,512,1024,2048,4096 --variants unfused-inplace,tiled,tiled-subgroup,tiled-coop $SEED --dtype $dt --reps 5 --out-dir "$o/sweep_$dt"
+  done
+  step $B explain --variant unfused,unfused-inplace,tiled $SEED --seq 1024 --dtype f32
+  for dt in f32 f16 bf16; do
     PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py $SEED --seq 1024 --dtype $dt --json "$o/torch_${dt}_N1024.json"
   done
   PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py $SEED --seq 4096 --dtype f16 --reps 10 --variants naive-inplace,math,flash,efficient,cudnn --json "$o/torch_f16_N4096.json"

@@ -41,7 +41,7 @@ override HD: u32 = 0u;
 // 1: the next block's K/V words are loaded into registers before this block's products, so
 // their latency hides behind the arithmetic (costs up to 2 x BC/8 vec4 registers); 0: loaded
 // after the barrier that frees the tiles.
-override PREFETCH: u32 = 0u;
+override PREFETCH: u32 = 1u;
 // vec4<u32> words of K (and of V) each thread stages per block, at most (BC = 64, f32, D = 64).
 const KV_MAX: u32 = 8u;
 const BR: u32 = 64u;

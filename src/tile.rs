@@ -14,6 +14,10 @@ pub const RT_PART_STORAGE: u64 = 1024;
 /// K and V add BC · 512 bytes.
 pub const RT2_Q_STORAGE: u64 = 16384;
 
+/// Pipeline constants that the tile configuration owns (they size workgroup storage or the grid,
+/// so the host's figures depend on them): `--override` refuses them in favour of `--tile`.
+pub const TILE_OWNED: &[&str] = &["BR", "BC", "D4", "DP"];
+
 /// Which fused kernel a tile configuration runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TileKernel {

@@ -180,8 +180,21 @@ fn a_headless_machine_gets_no_spurious_errors() {
 #[test]
 fn overrides_are_checked_and_recorded() {
     let small = [
-        "run", "--variant", "tiled", "--batch", "1", "--heads", "1", "--seq", "16", "--head-dim",
-        "16", "--reps", "1", "--warmup", "0",
+        "run",
+        "--variant",
+        "tiled",
+        "--batch",
+        "1",
+        "--heads",
+        "1",
+        "--seq",
+        "16",
+        "--head-dim",
+        "16",
+        "--reps",
+        "1",
+        "--warmup",
+        "0",
     ];
     for (arg, code, says) in [
         ("LO", 2, "expected NAME=VALUE"),
@@ -190,7 +203,11 @@ fn overrides_are_checked_and_recorded() {
         ("NOPE=1", 4, "no kernel of this plan declares `NOPE`"),
         ("BC=64", 4, "choose it with --tile"),
     ] {
-        let o = bin().args(small).args(["--override", arg]).output().unwrap();
+        let o = bin()
+            .args(small)
+            .args(["--override", arg])
+            .output()
+            .unwrap();
         assert_eq!(o.status.code(), Some(code), "{arg}: {}", stderr(&o));
         no_crash(&o);
         assert!(stderr(&o).contains(says), "{arg}: {}", stderr(&o));

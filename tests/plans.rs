@@ -449,7 +449,10 @@ fn tiled_takes_its_v2_kernel_where_subgroups_allow_and_says_why_not_elsewhere() 
     c.max_workgroup_storage = 32768;
     match variants::plan("tiled", &p, &c) {
         Err(Error::Incompatible { reason, .. }) => {
-            assert!(reason.contains("rt2:64") && reason.contains("49152"), "{reason}")
+            assert!(
+                reason.contains("rt2:64") && reason.contains("49152"),
+                "{reason}"
+            )
         }
         other => panic!("{other:?}"),
     }

@@ -221,11 +221,15 @@ impl TileArgs {
                 })?;
                 let k = k.trim();
                 if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                    return Err(bad(format!("--override `{s}`: `{k}` is not a constant's name")));
+                    return Err(bad(format!(
+                        "--override `{s}`: `{k}` is not a constant's name"
+                    )));
                 }
                 match v.trim().parse::<f64>() {
                     Ok(x) if x.is_finite() => Ok((k.to_string(), x)),
-                    _ => Err(bad(format!("--override `{s}`: `{v}` is not a finite number"))),
+                    _ => Err(bad(format!(
+                        "--override `{s}`: `{v}` is not a finite number"
+                    ))),
                 }
             })
             .collect()

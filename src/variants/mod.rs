@@ -435,9 +435,12 @@ pub fn plan(name: &str, p: &Problem, caps: &AdapterCaps) -> Result<Plan> {
 /// Applies `--override NAME=VALUE`: sets that pipeline constant in every dispatch declaring it and
 /// records it in the config. Refused when no dispatch declares it (naming those that exist), or
 /// when the tile configuration owns it (it sizes workgroup storage or the grid: use `--tile`).
-fn apply_overrides(plan: &mut Plan, overrides: &[(String, f64)]) -> std::result::Result<(), String> {
+fn apply_overrides(
+    plan: &mut Plan,
+    overrides: &[(String, f64)],
+) -> std::result::Result<(), String> {
     for (name, value) in overrides {
-        if plan.config.iter().any(|(k, _)| k == name) {
+        if crate::tile::TILE_OWNED.contains(&name.as_str()) {
             return Err(format!(
                 "--override {name}: `{name}` is part of the tile configuration (it sizes the \
                  kernel's storage or grid); choose it with --tile"
@@ -457,7 +460,7 @@ fn apply_overrides(plan: &mut Plan, overrides: &[(String, f64)]) -> std::result:
                 .dispatches
                 .iter()
                 .flat_map(|d| d.overrides.iter().map(|(k, _)| k.as_str()))
-                .filter(|k| !plan.config.iter().any(|(c, _)| c == k))
+                .filter(|k| !crate::tile::TILE_OWNED.contains(k))
                 .collect();
             known.sort();
             known.dedup();
@@ -470,9 +473,13 @@ fn apply_overrides(plan: &mut Plan, overrides: &[(String, f64)]) -> std::result:
                 }
             ));
         }
-        plan.config.push((name.clone(), *value));
-        plan.notes
-            .push(format!("pipeline constant {name} = {value} set by --override"));
+        match plan.config.iter_mut().find(|(k, _)| k == name) {
+            Some(entry) => entry.1 = *value,
+            None => plan.config.push((name.clone(), *value)),
+        }
+        plan.notes.push(format!(
+            "pipeline constant {name} = {value} set by --override"
+        ));
     }
     Ok(())
 }
