@@ -11,6 +11,7 @@ pub mod gpu;
 pub mod kernels;
 pub mod mask;
 pub mod npy;
+pub mod outfile;
 pub mod plan;
 pub mod probe;
 pub mod problem;

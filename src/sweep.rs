@@ -112,13 +112,6 @@ pub fn run_grid(
     Ok(out)
 }
 
-fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.display().to_string(),
-        source,
-    }
-}
-
 pub fn write_csv(path: &Path, points: &[SweepPoint]) -> Result<()> {
     let opt = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.3}"));
     let optu = |x: Option<u64>| x.map_or(String::new(), |v| v.to_string());
@@ -142,9 +135,7 @@ pub fn write_csv(path: &Path, points: &[SweepPoint]) -> Result<()> {
             p.reason.as_deref().unwrap_or("").replace('"', "'")
         ));
     }
-    let tmp = path.with_extension("csv.tmp");
-    std::fs::write(&tmp, s).map_err(io(path))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    crate::outfile::write_atomic(path, s.as_bytes())
 }
 
 /// The GPU median of variant `v` at N = `n` in `points`.
@@ -235,62 +226,75 @@ fn plot(
     }
     let (x0, x1) = (x0 / 1.25, x1 * 1.25);
     let (y0, y1) = (y0 / 1.5, y1 * 1.5);
-    let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(80)
-        .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
-        .map_err(|e| err(e.to_string()))?;
-    chart
-        .configure_mesh()
-        .x_desc("sequence length N")
-        .y_desc(y_label)
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_label_formatter(&|y| short(*y))
-        .draw()
-        .map_err(|e| err(e.to_string()))?;
-    for (i, (name, pts)) in data.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-            .map_err(|e| err(e.to_string()))?
-            .label(name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
+    // Rendered into memory, then written atomically like every other file.
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (800, 500)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(80)
+            .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
             .map_err(|e| err(e.to_string()))?;
+        chart
+            .configure_mesh()
+            .x_desc("sequence length N")
+            .y_desc(y_label)
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| short(*y))
+            .draw()
+            .map_err(|e| err(e.to_string()))?;
+        for (i, (name, pts)) in data.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+                .map_err(|e| err(e.to_string()))?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                .map_err(|e| err(e.to_string()))?;
+        }
+        for (n, label) in marks {
+            let x = *n as f64;
+            chart
+                .draw_series(LineSeries::new(
+                    vec![(x, y0), (x, y1)],
+                    BLACK.stroke_width(1),
+                ))
+                .map_err(|e| err(e.to_string()))?;
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    label.clone(),
+                    (x, y1 / 1.3),
+                    ("sans-serif", 14),
+                )))
+                .map_err(|e| err(e.to_string()))?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(|e| err(e.to_string()))?;
+        root.present().map_err(|e| err(e.to_string()))?;
     }
-    for (n, label) in marks {
-        let x = *n as f64;
-        chart
-            .draw_series(LineSeries::new(
-                vec![(x, y0), (x, y1)],
-                BLACK.stroke_width(1),
-            ))
-            .map_err(|e| err(e.to_string()))?;
-        chart
-            .draw_series(std::iter::once(Text::new(
-                label.clone(),
-                (x, y1 / 1.3),
-                ("sans-serif", 14),
-            )))
-            .map_err(|e| err(e.to_string()))?;
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(|e| err(e.to_string()))?;
-    root.present().map_err(|e| err(e.to_string()))?;
-    Ok(())
+    crate::outfile::write_atomic(path, svg.as_bytes())
 }
+
+/// The files a sweep writes into its folder.
+pub const OUTPUT_FILES: &[&str] = &[
+    "sweep.csv",
+    "sweep.json",
+    "gpu_time_vs_n.svg",
+    "memory_vs_n.svg",
+    "bytes_vs_n.svg",
+];
 
 /// Writes `gpu_time_vs_n.svg`, `memory_vs_n.svg` and `bytes_vs_n.svg` into `dir`.
 pub fn write_plots(dir: &Path, points: &[SweepPoint], subtitle: &str) -> Result<Vec<PathBuf>> {

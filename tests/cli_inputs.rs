@@ -290,10 +290,15 @@ fn bad_output_paths_and_incompatible_choices() {
         &["--out", "one variant"],
     );
     expect_small(&["--out", &f.s("")], 2, &["is a folder"]);
+    // --save-inputs creates its folder (as --out-dir does); one that cannot be created (under a
+    // regular file) is exit 2.
+    let other = tempfile::tempdir().unwrap();
+    let plain = other.path().join("plain");
+    std::fs::write(&plain, b"x").unwrap();
     expect_small(
-        &["--save-inputs", "/nonexistent-dir-attn"],
+        &["--save-inputs", plain.join("sub").to_str().unwrap()],
         2,
-        &["--save-inputs", "does not exist"],
+        &["--save-inputs", "cannot create the folder"],
     );
     expect_small(&["--json", &f.s("")], 2, &["--json", "is a folder"]);
     // Forcing a variant the problem rules out: exit 4 with the same reason auto gives.

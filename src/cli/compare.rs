@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use clap::Args;
 
 use attn_wgpu::report::compare;
-use attn_wgpu::Error;
 
 use super::{bad, check_out_path};
 
@@ -25,6 +24,21 @@ pub struct CompareArgs {
 pub fn cmd_compare(a: CompareArgs) -> anyhow::Result<u8> {
     if let Some(p) = &a.md {
         check_out_path("--md", p)?;
+        let mut named: Vec<attn_wgpu::outfile::Named> = a
+            .files
+            .iter()
+            .map(|f| attn_wgpu::outfile::Named {
+                flag: "result file",
+                path: f,
+                output: false,
+            })
+            .collect();
+        named.push(attn_wgpu::outfile::Named {
+            flag: "--md",
+            path: p,
+            output: true,
+        });
+        super::check_distinct(&named)?;
     }
     let entries = compare::load(&a.files).map_err(|e| bad(e.to_string()))?;
     if entries.is_empty() {
@@ -33,13 +47,7 @@ pub fn cmd_compare(a: CompareArgs) -> anyhow::Result<u8> {
     let md = compare::markdown(&entries, a.baseline.as_deref());
     print!("{md}");
     if let Some(p) = &a.md {
-        let tmp = p.with_extension("md.tmp");
-        std::fs::write(&tmp, &md)
-            .and_then(|_| std::fs::rename(&tmp, p))
-            .map_err(|e| Error::Io {
-                path: p.display().to_string(),
-                source: e,
-            })?;
+        attn_wgpu::outfile::write_atomic(p, md.as_bytes())?;
         eprintln!("Markdown written to {}", p.display());
     }
     Ok(0)

@@ -38,21 +38,15 @@ pub fn bad(msg: String) -> anyhow::Error {
     BadInput(msg).into()
 }
 
-/// An output path must be in an existing folder and not be a folder itself.
+/// An output path must be writable before any work starts: its folder exists and takes a new
+/// file, and what sits there (after links) is a regular file or nothing (exit 2 otherwise).
 pub fn check_out_path(flag: &str, path: &Path) -> anyhow::Result<()> {
-    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !d.is_dir() {
-            return Err(bad(format!(
-                "{flag} {}: folder {} does not exist",
-                path.display(),
-                d.display()
-            )));
-        }
-    }
-    if path.is_dir() {
-        return Err(bad(format!("{flag} {} is a folder", path.display())));
-    }
-    Ok(())
+    attn_wgpu::outfile::check_writable(flag, path).map_err(bad)
+}
+
+/// A command's outputs must differ from each other and from its inputs (exit 2 otherwise).
+pub fn check_distinct(paths: &[attn_wgpu::outfile::Named]) -> anyhow::Result<()> {
+    attn_wgpu::outfile::check_distinct(paths).map_err(bad)
 }
 
 /// A comma-separated list of variant names, or `all` (exit 2 on an empty list or unknown name).

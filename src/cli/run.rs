@@ -270,12 +270,53 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     if let Some(t) = &a.trace {
         check_out_path("--trace", t)?;
     }
+    // Inputs and outputs: no output may name an input or another output (compared as files).
+    let saved: Vec<PathBuf> = match &a.save_inputs {
+        Some(d) => ["q.npy", "k.npy", "v.npy", "mask.npy"]
+            .iter()
+            .map(|f| d.join(f))
+            .collect(),
+        None => vec![],
+    };
+    {
+        use attn_wgpu::outfile::Named;
+        let mut named = Vec::new();
+        let mut add = |flag: &'static str, path: &Option<PathBuf>, output: bool| {
+            if let Some(p) = path {
+                named.push((flag, p.clone(), output));
+            }
+        };
+        add("--q", &a.q, false);
+        add("--k", &a.k, false);
+        add("--v", &a.v, false);
+        add("--mask", &a.mask, false);
+        add("--probe", &a.probe, false);
+        add("--tune", &a.tile.tune, false);
+        add("--out", &a.out, true);
+        add("--json", &a.json, true);
+        add("--trace", &a.trace, true);
+        for s in &saved {
+            named.push(("--save-inputs", s.clone(), true));
+        }
+        let named: Vec<Named> = named
+            .iter()
+            .map(|(flag, path, output)| Named {
+                flag,
+                path,
+                output: *output,
+            })
+            .collect();
+        super::check_distinct(&named)?;
+    }
     if let Some(d) = &a.save_inputs {
-        if !d.is_dir() {
-            return Err(bad(format!(
-                "--save-inputs {}: folder does not exist",
+        std::fs::create_dir_all(d).map_err(|e| {
+            bad(format!(
+                "--save-inputs {}: cannot create the folder: {e}",
                 d.display()
-            )));
+            ))
+        })?;
+        for s in &saved {
+            check_out_path("--save-inputs", s)?;
         }
     }
     let (mut p, mut x, from_files) = problem(&a)?;
@@ -359,10 +400,25 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         roofline::annotate(f, &mut runs, p.dtype.name());
         roofline::source(f, path, &attn_wgpu::probe::key(&gpu.report), p.dtype.name())
     });
+    let failed: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.ran() && !r.passed())
+        .map(|r| r.variant.as_str())
+        .collect();
+    // A run that failed validation never replaces an earlier file: its files go beside it as
+    // `<stem>.failed.<ext>` when something is already there.
+    let dest = |path: &PathBuf| -> PathBuf {
+        if failed.is_empty() {
+            path.clone()
+        } else {
+            attn_wgpu::outfile::failed_run_path(path)
+        }
+    };
     if let Some(t) = &a.trace {
-        write_trace(t, &gpu, &runner, &runs)?;
+        write_trace(&dest(t), &gpu, &runner, &runs)?;
     }
     if let Some(path) = &a.json {
+        let path = &dest(path);
         let mut warnings = Vec::new();
         for r in &runs {
             if let Some(m) = &r.measurement {
@@ -392,6 +448,7 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         eprintln!("results written to {}", path.display());
     }
     if let Some(path) = &a.out {
+        let path = &dest(path);
         if let Some(m) = runs.first().and_then(|r| r.measurement.as_ref()) {
             let shape = [
                 p.batch as u64,
@@ -403,11 +460,6 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             eprintln!("output written to {}", path.display());
         }
     }
-    let failed: Vec<&str> = runs
-        .iter()
-        .filter(|r| r.ran() && !r.passed())
-        .map(|r| r.variant.as_str())
-        .collect();
     if !failed.is_empty() {
         eprintln!("validation FAILED: {}", failed.join(", "));
         return Ok(3);

@@ -76,6 +76,30 @@ pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
         path: a.out_dir.display().to_string(),
         source: e,
     })?;
+    // Every file the sweep writes, checked before any work (and none may be the --tune input).
+    let outputs: Vec<PathBuf> = sweep::OUTPUT_FILES
+        .iter()
+        .map(|f| a.out_dir.join(f))
+        .collect();
+    for f in &outputs {
+        super::check_out_path("--out-dir", f)?;
+    }
+    let mut named: Vec<attn_wgpu::outfile::Named> = outputs
+        .iter()
+        .map(|f| attn_wgpu::outfile::Named {
+            flag: "--out-dir",
+            path: f,
+            output: true,
+        })
+        .collect();
+    if let Some(t) = &a.tile.tune {
+        named.push(attn_wgpu::outfile::Named {
+            flag: "--tune",
+            path: t,
+            output: false,
+        });
+    }
+    super::check_distinct(&named)?;
     let gpu = a.sel.open(features_of(&names, base.dtype))?;
     // Whether a tile fits depends on D and the adapter, not on N: refuse it once, before any work,
     // with the reason `run --variant tiled --tile ...` gives.
@@ -115,6 +139,26 @@ pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
     )?;
     bar.inc(1);
     bar.finish_with_message("done");
+    // A sweep in which nothing ran is an incompatibility, not an empty plot: exit 4 with the
+    // reasons, and no files.
+    if points.iter().all(|p| p.gpu_median_us.is_none()) {
+        let mut reasons: Vec<String> = points
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}: {}",
+                    p.variant,
+                    p.reason.as_deref().unwrap_or(p.status.as_str())
+                )
+            })
+            .collect();
+        reasons.dedup();
+        return Err(Error::Incompatible {
+            variant: a.variants.clone(),
+            reason: format!("no point of the sweep ran ({})", reasons.join("; ")),
+        }
+        .into());
+    }
     let csv = a.out_dir.join("sweep.csv");
     sweep::write_csv(&csv, &points)?;
     let js = a.out_dir.join("sweep.json");

@@ -1,7 +1,6 @@
 //! The results file: one JSON document per invocation, written atomically (temp file + rename in
 //! the target's folder), so an interrupted run never leaves a half-written file behind.
 
-use std::io::Write;
 use std::path::Path;
 
 use serde::Serialize;
@@ -66,20 +65,8 @@ pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     write_bytes_atomic(path, text.as_bytes())
 }
 
-/// Temp file in the target's folder, then rename: never a half-written file, and an earlier file
-/// at `path` stays intact if anything fails. Every file the tool writes goes through here.
+/// Every file the tool writes goes through here: [`crate::outfile::write_atomic`] (temp file,
+/// rename; links written through; special files refused; the mode kept).
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |source: std::io::Error| Error::Io {
-        path: path.display().to_string(),
-        source,
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+    crate::outfile::write_atomic(path, bytes)
 }
