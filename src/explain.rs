@@ -232,12 +232,12 @@ pub fn six_questions(runs: &[VariantRun], x: &HostExtras) -> String {
         let _ = writeln!(
             s,
             "   {}: GPU time = first dispatch's begin timestamp to last dispatch's end timestamp of one \
-             submit ({} compute passes), median of {} recorded forwards after {} warm-ups: {} \
+             submit ({}), median of {} after {}: {} \
              (dispatches alone {}); host encode/submit/wait, the read-back and the cold call are outside it",
             r.variant,
-            r.predicted_dispatches,
-            m.reps.len(),
-            m.warmup.len(),
+            crate::report::table::count(r.predicted_dispatches as u64, "compute pass", "compute passes"),
+            crate::report::table::count(m.reps.len() as u64, "recorded forward", "recorded forwards"),
+            crate::report::table::count(m.warmup.len() as u64, "warm-up", "warm-ups"),
             us(med(f.gpu_span_us)),
             us(med(f.gpu_sum_us)),
         );
@@ -514,5 +514,27 @@ pub fn report(p: &Problem, runs: &[VariantRun], x: &HostExtras) -> String {
     s.push_str(&six_questions(runs, x));
     s.push('\n');
     s.push_str(&fusion(runs));
+    s.push('\n');
+    s.push_str(&verdicts(runs));
+    s
+}
+
+/// Each variant's validation against the f64 reference: the last word of the demo is whether the
+/// numbers it explained were right.
+fn verdicts(runs: &[VariantRun]) -> String {
+    let mut s = String::from("== Validation against the f64 reference\n");
+    for r in runs {
+        let line = match &r.validation {
+            Some(v) => format!(
+                "{}: max abs err {:.3e}, {} NaN, {} rows checked",
+                v.verdict, v.max_abs_err, v.nan_count, v.rows_checked
+            ),
+            None => format!(
+                "not run: {}",
+                r.reason.as_deref().unwrap_or("no measurement")
+            ),
+        };
+        let _ = writeln!(s, "   {:<16} {line}", r.variant);
+    }
     s
 }

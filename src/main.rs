@@ -57,6 +57,13 @@ fn code_for(e: &anyhow::Error) -> u8 {
 }
 
 fn main() -> ExitCode {
+    // A closed pipe (`attn-wgpu adapters | head`) ends the process quietly, as for any Unix
+    // tool, instead of a panic in println!.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     cli::headless::private_runtime_dir();
     let cli = Cli::parse();
     let result = match cli.command {
@@ -71,7 +78,17 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // The cause chain, without repeating a cause the message already quotes (an I/O
+            // error's text is part of its message).
+            let mut msg = e.to_string();
+            for cause in e.chain().skip(1) {
+                let c = cause.to_string();
+                if !msg.contains(&c) {
+                    msg.push_str(": ");
+                    msg.push_str(&c);
+                }
+            }
+            eprintln!("error: {msg}");
             ExitCode::from(code_for(&e))
         }
     }

@@ -92,8 +92,8 @@ pub fn normalize(
     if let Some(kp) = key_padding {
         if kp.len() != p.batch as usize {
             return Err(Error::InvalidProblem(format!(
-                "--key-padding has {} lengths {kp:?}, expected one per batch element (B={})",
-                kp.len(),
+                "--key-padding has {} {kp:?}, expected one per batch element (B={})",
+                crate::report::table::count(kp.len() as u64, "length", "lengths"),
                 p.batch
             )));
         }

@@ -71,7 +71,7 @@ impl ProbeSize {
         let cpu = r.device_type == "Cpu";
         let max = r.caps.max_storage_binding.min(r.caps.max_buffer);
         let want = match copy_mib {
-            Some(m) => m << 20,
+            Some(m) => m.saturating_mul(1 << 20),
             None if cpu => 64 << 20,
             None => 1 << 30,
         };

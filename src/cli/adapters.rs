@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use attn_wgpu::gpu::context::{enumerate, AdapterReport};
+use attn_wgpu::gpu::context::{select, AdapterReport};
 use attn_wgpu::problem::Problem;
 use attn_wgpu::report::table;
 use attn_wgpu::variants;
@@ -17,11 +17,8 @@ pub struct AdapterArgs {
 }
 
 pub fn cmd_adapters(a: AdapterArgs) -> anyhow::Result<u8> {
-    let (_instance, adapters) = enumerate(&a.sel.selection())?;
-    if adapters.is_empty() {
-        println!("No adapter found. On Linux without a GPU: apt-get install mesa-vulkan-drivers");
-        return Ok(1);
-    }
+    // Only the adapters that --backend / --adapter select; none is exit 1 with what exists.
+    let (_instance, adapters) = select(&a.sel.selection())?;
     for (i, ad) in adapters.iter().enumerate() {
         let r = AdapterReport::new(ad);
         let c = &r.caps;

@@ -24,7 +24,7 @@ pub struct AdapterSel {
     pub adapter: Option<String>,
     /// Seconds to wait for submitted GPU work before giving up with an error naming what was in
     /// flight (exit 1): a hung GPU must not hang the tool.
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 600.0)]
     pub gpu_timeout: f64,
 }
 
@@ -81,13 +81,13 @@ pub const RUN_SEQ: u32 = 256;
 #[derive(Args)]
 pub struct ShapeArgs {
     /// B (default 1; `run`: taken from --q when given).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub batch: Option<u32>,
     /// H (default 4 for run and tune, 2 for sweep and explain; `run`: taken from --q when given).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub heads: Option<u32>,
     /// Head dimension D (default 64; `run`: taken from --q when given).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub head_dim: Option<u32>,
     /// Causal mask, top-left aligned (the default). With --mask / --key-padding: their intersection.
     #[arg(long, overrides_with = "no_causal")]
@@ -96,13 +96,13 @@ pub struct ShapeArgs {
     #[arg(long)]
     pub no_causal: bool,
     /// Softmax scale (default 1/sqrt(D)).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     pub scale: Option<f32>,
     /// Storage dtype: f32, f16 or bf16 (default f32; `run`: the dtype of the --q/--k/--v files).
     #[arg(long)]
     pub dtype: Option<String>,
     /// Seed of the input generator (see README: same seed, same bits everywhere).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0)]
     pub seed: u64,
     /// How outputs are judged: `pytorch` (PyTorch's method: 4 x the error of a low-precision
     /// twin, with the dtype's default as a floor; the rule bench/torch_sdpa.py applies to
@@ -155,11 +155,11 @@ pub const MAX_REPS: u32 = 1_000_000;
 pub struct ScheduleArgs {
     /// Forwards run after the cold call and before the recorded ones (default 3 for run, 1 for
     /// sweep, 2 for explain and tune).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub warmup: Option<u32>,
     /// Recorded forwards (default 20 for run, 5 for sweep, 10 for explain and tune; tune ranks by
     /// their median).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub reps: Option<u32>,
 }
 

@@ -40,9 +40,22 @@ pub fn cmd_compare(a: CompareArgs) -> anyhow::Result<u8> {
         });
         super::check_distinct(&named)?;
     }
-    let entries = compare::load(&a.files).map_err(|e| bad(e.to_string()))?;
+    let mut notes = Vec::new();
+    let entries = compare::load_noting(&a.files, &mut notes).map_err(|e| bad(e.to_string()))?;
     if entries.is_empty() {
         return Err(bad("the result files hold no runs".into()));
+    }
+    if let Some(b) = &a.baseline {
+        let names = compare::variant_names(&entries);
+        if !names.contains(b) {
+            return Err(bad(format!(
+                "--baseline `{b}` is in none of the files (they hold: {})",
+                names.join(", ")
+            )));
+        }
+    }
+    for n in &notes {
+        eprintln!("warning: {n}");
     }
     let md = compare::markdown(&entries, a.baseline.as_deref());
     print!("{md}");

@@ -8,6 +8,7 @@ use clap::Args;
 use attn_wgpu::explain;
 use attn_wgpu::gpu::runner::Runner;
 use attn_wgpu::problem::Inputs;
+use attn_wgpu::report::table;
 use attn_wgpu::run::run_variant;
 
 use super::args::{AdapterSel, Defaults, ScheduleArgs, ShapeArgs, TileArgs};
@@ -27,7 +28,7 @@ pub struct ExplainArgs {
     #[arg(long, default_value = "unfused,unfused-inplace,tiled")]
     variant: String,
     /// Sequence length N.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 128)]
     seq: u32,
     #[command(flatten)]
     shape: ShapeArgs,
@@ -50,20 +51,43 @@ pub fn cmd_explain(a: ExplainArgs) -> anyhow::Result<u8> {
         check_out_path("--trace", t)?;
     }
     let forced = a.tile.forced()?;
+    if forced.is_some() && !super::any_takes_tile(&names) {
+        return Err(super::bad(format!(
+            "--tile sets the {} variant's kernel; --variant `{}` has none (add it, or use all)",
+            super::tile_variant_names(),
+            a.variant
+        )));
+    }
     let mut p = a.shape.problem(a.seq, &DEFAULTS)?;
     p.overrides = a.tile.overrides()?;
     attn_wgpu::budget::check_host(&p, names.len())?;
     let gpu = a.sel.open(features_of(&names, p.dtype))?;
     let tuned = find_tune(&gpu, a.tile.tune.as_deref())?;
     p.tile = tile_request(&gpu, forced, &tuned, &p);
+    // Nothing to explain when no variant can run here: exit 4 with the reasons, as `run`.
+    let refusals: Vec<String> = names
+        .iter()
+        .filter_map(|n| attn_wgpu::variants::plan(n, &p, &gpu.caps).err())
+        .map(|e| match e {
+            attn_wgpu::Error::Incompatible { variant, reason } => format!("{variant}: {reason}"),
+            other => other.to_string(),
+        })
+        .collect();
+    if refusals.len() == names.len() {
+        return Err(attn_wgpu::Error::Incompatible {
+            variant: a.variant.clone(),
+            reason: format!("no variant can run here ({})", refusals.join("; ")),
+        }
+        .into());
+    }
     println!(
-        "Explaining {} on {} ({}), {}; 1 cold call, {} warm-ups, {} recorded forwards\n",
+        "Explaining {} on {} ({}), {}; 1 cold call, {}, {}\n",
         names.join(", "),
         gpu.report.name,
         gpu.report.backend,
         p.shape_string(),
-        schedule.warmup,
-        schedule.reps
+        table::count(schedule.warmup, "warm-up", "warm-ups"),
+        table::count(schedule.reps, "recorded forward", "recorded forwards")
     );
     let t = Instant::now();
     let x = Inputs::generate(&p);

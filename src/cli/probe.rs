@@ -18,10 +18,10 @@ pub struct ProbeArgs {
     out: Option<PathBuf>,
     /// Bytes copied by the bandwidth probe, in MiB (default: 64 on a CPU adapter, else up to 1024
     /// within the adapter's max storage binding).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     size_mib: Option<u64>,
     /// Recorded repetitions of each probe kernel (after 2 warm-ups).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 10)]
     reps: u32,
     #[command(flatten)]
     sel: AdapterSel,
@@ -39,6 +39,14 @@ pub fn cmd_probe(a: ProbeArgs) -> anyhow::Result<u8> {
     }
     let gpu = a.sel.open(wgpu::Features::SHADER_F16)?;
     let size = probe::ProbeSize::for_adapter(&gpu.report, a.size_mib);
+    if let Some(m) = a.size_mib {
+        if size.copy_bytes < m.saturating_mul(1 << 20) {
+            eprintln!(
+                "note: --size-mib {m} exceeds this adapter's largest storage binding: copying {} MiB",
+                size.copy_bytes >> 20
+            );
+        }
+    }
     let cmd = std::env::args().collect::<Vec<_>>().join(" ");
     let t0 = Instant::now();
     let p = probe::run_probe(&gpu, size, a.reps, cmd)?;

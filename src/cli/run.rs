@@ -8,7 +8,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use clap::Args;
 
 use attn_wgpu::gpu::runner::{Runner, Schedule};
@@ -30,7 +29,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "tiled")]
     variant: String,
     /// Sequence length N (default 256; taken from --q when given).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     seq: Option<u32>,
     #[command(flatten)]
     shape: ShapeArgs,
@@ -65,7 +64,7 @@ pub struct RunArgs {
     /// Host-only forwards after the recorded ones: the same passes without timestamp queries,
     /// timed on the host (encode + submit) to show the CPU cost without the profiler, run twice
     /// over (each forward waited for, then all back to back with one wait); 0 skips them.
-    #[arg(long, default_value_t = Schedule::DEFAULT_HOST_REPS)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = Schedule::DEFAULT_HOST_REPS)]
     host_reps: u32,
     /// Keep wgpu's injected index clamping in the shaders (on), or trust the kernels' own bounds
     /// tests (off, the fast path; the test suite checks both).
@@ -93,11 +92,15 @@ fn bad(msg: String) -> anyhow::Error {
 fn parse_key_padding(s: &str) -> anyhow::Result<Vec<u32>> {
     s.split(',')
         .map(|t| {
-            t.trim().parse::<u32>().map_err(|_| {
-                bad(format!(
-                    "--key-padding `{s}`: `{}` is not a non-negative integer",
-                    t.trim()
-                ))
+            let t = t.trim();
+            t.parse::<u32>().map_err(|e| {
+                let why = match e.kind() {
+                    std::num::IntErrorKind::PosOverflow => {
+                        format!("is too large (at most {})", u32::MAX)
+                    }
+                    _ => "is not a non-negative integer".to_string(),
+                };
+                bad(format!("--key-padding `{s}`: `{t}` {why}"))
             })
         })
         .collect()
@@ -387,8 +390,16 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     let all = names.len() > 1;
     let mut runs: Vec<VariantRun> = Vec::new();
     for name in &names {
-        let r = run_variant(&gpu, &mut runner, &p, &x, name, schedule, all)
-            .with_context(|| format!("variant `{name}`"))?;
+        // Name the variant in the error unless the error already does.
+        let r = run_variant(&gpu, &mut runner, &p, &x, name, schedule, all).map_err(|e| {
+            let named = e.to_string().contains(&format!("`{name}`"));
+            let e = anyhow::Error::from(e);
+            if named {
+                e
+            } else {
+                e.context(format!("variant `{name}`"))
+            }
+        })?;
         print!("{}", table::variant(&r));
         runs.push(r);
     }

@@ -26,7 +26,7 @@ const DEFAULTS: Defaults = Defaults {
 #[derive(Args)]
 pub struct SweepArgs {
     /// Sequence lengths, comma separated (e.g. 128,256,512).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     seq: String,
     /// Variants, comma separated, or `all`.
     #[arg(long, default_value = "unfused,unfused-inplace,tiled")]

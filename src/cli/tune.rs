@@ -29,7 +29,7 @@ pub struct TuneArgs {
     #[arg(long, default_value = "tiled")]
     variant: String,
     /// Sequence length N (default 256; the cache entry holds its power-of-two bucket).
-    #[arg(long, default_value_t = RUN_SEQ)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = RUN_SEQ)]
     seq: u32,
     #[command(flatten)]
     shape: ShapeArgs,
@@ -88,14 +88,14 @@ pub fn cmd_tune(a: TuneArgs) -> anyhow::Result<u8> {
     variants::plan(&a.variant, &p, &gpu.caps)?;
     let class = ShapeClass::of(&a.variant, &p);
     println!(
-        "Tuning {} on {} ({}), {}; class `{}`; {} warm-ups + {} recorded forwards per candidate",
+        "Tuning {} on {} ({}), {}; class `{}`; {} + {} per candidate",
         a.variant,
         gpu.report.name,
         gpu.report.backend,
         p.shape_string(),
         class.key(),
-        schedule.warmup,
-        schedule.reps
+        attn_wgpu::report::table::count(schedule.warmup, "warm-up", "warm-ups"),
+        attn_wgpu::report::table::count(schedule.reps, "recorded forward", "recorded forwards")
     );
     let x = Inputs::generate(&p);
     let mut runner = Runner::new(&gpu)?;

@@ -232,6 +232,64 @@ pub fn enumerate(sel: &AdapterSelection) -> Result<(wgpu::Instance, Vec<wgpu::Ad
     Ok((instance, adapters))
 }
 
+/// The adapters matching `sel` (backend and name), best first; none is an error
+/// ([`Error::NoAdapter`]) that says what was asked for and what exists.
+pub fn select(sel: &AdapterSelection) -> Result<(wgpu::Instance, Vec<wgpu::Adapter>)> {
+    let (instance, adapters) = enumerate(sel)?;
+    let filter = sel.name_filter();
+    let matching: Vec<wgpu::Adapter> = adapters
+        .into_iter()
+        .filter(|a| match &filter {
+            Some(f) => a.get_info().name.to_lowercase().contains(f),
+            None => true,
+        })
+        .collect();
+    if matching.is_empty() {
+        return Err(no_adapter(sel));
+    }
+    Ok((instance, matching))
+}
+
+/// What was asked for, what exists on any backend, and the hint that fits: a software driver to
+/// install only when wgpu sees no adapter at all; the platform of a backend that cannot exist here.
+fn no_adapter(sel: &AdapterSelection) -> Error {
+    let filter = sel.name_filter();
+    let wanted = match (&sel.backend, &filter) {
+        (b, Some(f)) => format!(
+            "none has a name containing `{f}` (backend {})",
+            b.as_deref().unwrap_or("any")
+        ),
+        (Some(b), None) => format!("none on backend `{b}`"),
+        (None, None) => "wgpu found none at all".to_string(),
+    };
+    let every = enumerate(&AdapterSelection::default())
+        .map(|(_, a)| a)
+        .unwrap_or_default();
+    let seen = if every.is_empty() {
+        "none found; on Linux without a GPU install a software driver \
+         (apt-get install mesa-vulkan-drivers)"
+            .to_string()
+    } else {
+        every
+            .iter()
+            .map(|a| {
+                let i = a.get_info();
+                format!("{} ({})", i.name, backend_name(i.backend))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let b = sel.backend.as_deref().unwrap_or("").to_ascii_lowercase();
+    let platform = if b.contains("metal") && !cfg!(target_vendor = "apple") {
+        " (Metal exists only on Apple platforms)"
+    } else if b.contains("dx12") && !cfg!(windows) {
+        " (DX12 exists only on Windows)"
+    } else {
+        ""
+    };
+    Error::NoAdapter(format!("{wanted}{platform}; adapters seen: {seen}"))
+}
+
 /// An open device plus what the runner needs to report errors instead of panicking.
 pub struct Gpu {
     pub instance: wgpu::Instance,
@@ -257,39 +315,8 @@ impl Gpu {
     /// *device*, so a plan builder sees a missing feature and says so.
     pub fn open(sel: &AdapterSelection, wanted: wgpu::Features) -> Result<Gpu> {
         let t0 = std::time::Instant::now();
-        let (instance, adapters) = enumerate(sel)?;
-        let filter = sel.name_filter();
-        let all_names: Vec<String> = adapters
-            .iter()
-            .map(|a| {
-                let i = a.get_info();
-                format!("{} ({})", i.name, backend_name(i.backend))
-            })
-            .collect();
-        let adapter = adapters
-            .into_iter()
-            .find(|a| match &filter {
-                Some(f) => a.get_info().name.to_lowercase().contains(f),
-                None => true,
-            })
-            .ok_or_else(|| {
-                let wanted = match (&sel.backend, &filter) {
-                    (b, Some(f)) => format!(
-                        "no adapter name contains `{f}` (backend {})",
-                        b.as_deref().unwrap_or("any")
-                    ),
-                    (Some(b), None) => format!("no adapter on backend `{b}`"),
-                    (None, None) => "wgpu found no adapter at all".to_string(),
-                };
-                let seen = if all_names.is_empty() {
-                    "none found; on Linux without a GPU install a software driver \
-                     (apt-get install mesa-vulkan-drivers)"
-                        .to_string()
-                } else {
-                    all_names.join(", ")
-                };
-                Error::NoAdapter(format!("{wanted}; adapters seen: {seen}"))
-            })?;
+        let (instance, adapters) = select(sel)?;
+        let adapter = adapters.into_iter().next().ok_or_else(|| no_adapter(sel))?;
 
         let mut caps = AdapterCaps::from_adapter(&adapter);
         let report = AdapterReport::new(&adapter);

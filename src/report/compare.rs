@@ -211,16 +211,67 @@ fn parse_sweep(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
 
 /// Reads and parses every file; the first bad one is the error.
 pub fn load(files: &[impl AsRef<Path>]) -> Result<Vec<Entry>, CompareError> {
-    let mut all = Vec::new();
+    load_noting(files, &mut Vec::new())
+}
+
+/// The newest `schema_version` this reader knows (attn-wgpu, sweep and torch_sdpa.py files).
+pub const KNOWN_SCHEMA: u64 = 1;
+
+/// [`load`], noting what a reader should know: a file of a newer schema than [`KNOWN_SCHEMA`]
+/// (fields may be misread), and cells that several files fill (the later file's value is shown).
+pub fn load_noting(
+    files: &[impl AsRef<Path>],
+    notes: &mut Vec<String>,
+) -> Result<Vec<Entry>, CompareError> {
+    let mut all: Vec<Entry> = Vec::new();
     for f in files {
         let name = f.as_ref().display().to_string();
         let text = std::fs::read_to_string(f.as_ref()).map_err(|source| CompareError::Read {
             file: name.clone(),
             source,
         })?;
-        all.extend(parse(&name, &text)?);
+        let entries = parse(&name, &text)?;
+        if let Ok(v) = serde_json::from_str::<Value>(&text) {
+            match v["schema_version"].as_u64() {
+                Some(k) if k > KNOWN_SCHEMA => notes.push(format!(
+                    "{name}: schema_version {k} is newer than this tool reads ({KNOWN_SCHEMA}): \
+                     fields may be missing or misread"
+                )),
+                None => notes.push(format!("{name}: no schema_version (read as version 1)")),
+                _ => {}
+            }
+        }
+        for e in &entries {
+            if let Some(old) = all.iter().find(|o| {
+                o.variant == e.variant
+                    && o.shape == e.shape
+                    && o.dtype == e.dtype
+                    && o.column() == e.column()
+                    && o.file != e.file
+            }) {
+                notes.push(format!(
+                    "`{}` {} {} on {} is in both {} and {}: the table shows {}'s",
+                    e.variant,
+                    e.shape,
+                    e.dtype,
+                    e.column(),
+                    old.file,
+                    e.file,
+                    e.file
+                ));
+            }
+        }
+        all.extend(entries);
     }
     Ok(all)
+}
+
+/// The variant names present in `entries` (for a baseline that is none of them).
+pub fn variant_names(entries: &[Entry]) -> Vec<String> {
+    let mut v: Vec<String> = entries.iter().map(|e| e.variant.clone()).collect();
+    v.sort();
+    v.dedup();
+    v
 }
 
 /// Whether `e` is the baseline variant `name` (`torch:flash`, or a plain variant name).

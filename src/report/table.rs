@@ -7,6 +7,12 @@ use crate::gpu::context::AdapterReport;
 use crate::problem::Problem;
 use crate::run::VariantRun;
 
+/// `n` and the noun, singular for 1: `count(1, "dispatch", "dispatches")` = "1 dispatch".
+pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 pub fn bytes(b: u64) -> String {
     let b = b as f64;
     if b >= 1024.0 * 1024.0 * 1024.0 {
@@ -61,8 +67,10 @@ pub fn variant(r: &VariantRun) -> String {
     }
     let _ = writeln!(
         s,
-        "== {}  (plan: {} dispatches per forward; observed: {} timed)",
-        r.variant, r.predicted_dispatches, r.observed_dispatches
+        "== {}  (plan: {} per forward; observed: {} timed)",
+        r.variant,
+        count(r.predicted_dispatches as u64, "dispatch", "dispatches"),
+        r.observed_dispatches
     );
     if !r.config.is_empty() {
         let cfg: Vec<String> = r.config.iter().map(|(k, v)| format!("{k}={v}")).collect();
