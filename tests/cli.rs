@@ -108,12 +108,16 @@ fn run_all_writes_complete_results_and_keeps_old_file_on_error() {
         "1",
         "--reps",
         "3",
+        "--verbose",
         "--json",
         p,
     ]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}\n{}", stderr(&o));
-    assert!(out.contains("== summary"));
+    // --verbose: the per-variant blocks, then the summary last (after the roofline note).
+    assert!(out.contains("Forward GPU : median"), "{out}");
+    let summary = out.find("== summary").expect("summary");
+    assert!(out.find("no roofline").is_none_or(|r| r < summary), "{out}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(v["schema_version"], 1);

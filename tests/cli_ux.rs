@@ -123,6 +123,7 @@ fn numbers_are_parsed_with_clear_messages() {
             "1",
             "--reps",
             "1",
+            "--verbose",
         ],
         0,
         &[],
@@ -173,5 +174,87 @@ fn compare_says_what_it_drops_and_refuses_an_absent_baseline() {
         &["compare", c.to_str().unwrap()],
         0,
         &["schema_version 99 is newer"],
+    );
+}
+
+#[test]
+fn run_is_compact_by_default_and_full_with_verbose() {
+    let args = [
+        "run",
+        "--variant",
+        "all",
+        "--seq",
+        "32",
+        "--heads",
+        "1",
+        "--reps",
+        "1",
+    ];
+    let o = expect(&args, 0, &[]);
+    let s = text(&o.stdout);
+    let lines: Vec<&str> = s.lines().collect();
+    // Header, one table (a row per variant, the tile under tiled ones), a hint: not 110 lines.
+    assert!(lines.len() <= 20, "{} lines:\n{s}", lines.len());
+    assert!(
+        lines
+            .iter()
+            .filter(|l| !l.contains("unsupported"))
+            .all(|l| l.chars().count() <= 120),
+        "{s}"
+    );
+    assert!(
+        s.contains("variant") && s.contains("p10–p90 µs") && s.contains("verdict"),
+        "{s}"
+    );
+    for v in ["unfused", "unfused-inplace", "math", "tiled"] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("{v} ")) && l.ends_with("PASS")),
+            "{v}: {s}"
+        );
+    }
+    assert!(!s.contains("Forward GPU : median"), "{s}");
+    assert!(
+        s.contains("1 cold call (timed apart), 3 warm-ups, 1 recorded forward;"),
+        "{s}"
+    );
+    let o = expect(&[&args[..], &["--verbose"]].concat(), 0, &[]);
+    let v = text(&o.stdout);
+    assert!(
+        v.contains("Forward GPU : median") && v.contains("Forward host"),
+        "{v}"
+    );
+    assert!(
+        v.trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("host pipe µs"),
+        "summary last:\n{v}"
+    );
+    // A failure leads with what failed (NaN first when there are any) in both forms.
+    let bad = [
+        "run",
+        "--variant",
+        "tiled",
+        "--seq",
+        "16",
+        "--heads",
+        "1",
+        "--head-dim",
+        "16",
+        "--reps",
+        "1",
+        "--tile",
+        "rt2",
+        "--override",
+        "HD=8",
+    ];
+    let o = expect(&bad, 3, &["validation FAILED"]);
+    let s = text(&o.stdout);
+    assert!(
+        s.contains("   FAIL: ") && s.contains("unexpected NaN"),
+        "{s}"
     );
 }

@@ -242,6 +242,7 @@ fn run_records_unprofiled_host_samples() {
         let ks = k.to_string();
         let mut args = vec![
             "run",
+            "--verbose",
             "--variant",
             "tiled",
             "--warmup",
@@ -322,6 +323,7 @@ fn probe_then_run_shows_the_roofline() {
     assert!(v["key"].as_str().unwrap().contains(" | "));
     let mut args = vec![
         "run",
+        "--verbose",
         "--variant",
         "unfused",
         "--warmup",
@@ -482,7 +484,16 @@ fn probe_default_path_is_found_by_run() {
     let dir = cache.path().join("attn-wgpu");
     let files: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
     assert_eq!(files.len(), 1, "one probe file in {}", dir.display());
-    let mut args = vec!["run", "--variant", "tiled", "--warmup", "0", "--reps", "1"];
+    let mut args = vec![
+        "run",
+        "--verbose",
+        "--variant",
+        "tiled",
+        "--warmup",
+        "0",
+        "--reps",
+        "1",
+    ];
     args.extend_from_slice(TINY);
     let o = with_cache(&args);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));

@@ -79,6 +79,11 @@ pub struct RunArgs {
     /// Probe file for the roofline columns (default: this adapter's file in the per-user cache).
     #[arg(long)]
     probe: Option<PathBuf>,
+    /// The full report: per-dispatch times, host phases, traffic, memory, notes, validation
+    /// details and the roofline per variant, then the summary. Default: one table (variant,
+    /// dispatches, GPU median and p10–p90, memory, bytes moved, verdict). --json has everything.
+    #[arg(long, short = 'v')]
+    verbose: bool,
     #[command(flatten)]
     tile: TileArgs,
     #[command(flatten)]
@@ -389,7 +394,17 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     runner.set_bounds_checks(a.bounds_checks == "on");
     let all = names.len() > 1;
     let mut runs: Vec<VariantRun> = Vec::new();
+    // Progress on stderr, drawn only on a terminal (indicatif hides it otherwise).
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(names.len() as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} variants {msg} [{elapsed}]")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
     for name in &names {
+        bar.set_message(name.clone());
         // Name the variant in the error unless the error already does.
         let r = run_variant(&gpu, &mut runner, &p, &x, name, schedule, all).map_err(|e| {
             let named = e.to_string().contains(&format!("`{name}`"));
@@ -400,13 +415,27 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
                 e.context(format!("variant `{name}`"))
             }
         })?;
-        print!("{}", table::variant(&r));
+        if a.verbose {
+            print!("{}", table::variant(&r));
+        }
+        bar.inc(1);
         runs.push(r);
     }
-    if runs.len() > 1 {
-        print!("{}", table::summary(&runs));
+    bar.finish_and_clear();
+    if a.verbose {
+        // The summary comes last: the verdicts are what stays on the screen.
+        print_roofline(&probe, &runs, p.dtype.name());
+        if runs.len() > 1 {
+            print!("{}", table::summary(&runs));
+        }
+    } else {
+        println!();
+        print!("{}", table::compact(&runs));
+        println!(
+            "(--verbose: per-dispatch times, host phases, traffic, notes and the roofline; --json \
+             FILE: everything)"
+        );
     }
-    print_roofline(&probe, &runs, p.dtype.name());
     let roofline_source = probe.as_ref().map(|(f, path)| {
         roofline::annotate(f, &mut runs, p.dtype.name());
         roofline::source(f, path, &attn_wgpu::probe::key(&gpu.report), p.dtype.name())

@@ -138,7 +138,7 @@ pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
         |p| tile_request(&gpu, forced_tile, &tuned, p),
     )?;
     bar.inc(1);
-    bar.finish_with_message("done");
+    bar.finish_and_clear();
     // A sweep in which nothing ran is an incompatibility, not an empty plot: exit 4 with the
     // reasons, and no files.
     if points.iter().all(|p| p.gpu_median_us.is_none()) {

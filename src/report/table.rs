@@ -46,8 +46,14 @@ pub fn header(adapter: &AdapterReport, p: &Problem, warmup: u32, reps: u32) -> S
     );
     let _ = writeln!(
         s,
-        "Schedule : 1 cold call (timed apart), {warmup} warm-up, {reps} recorded forwards; GPU times from timestamps{}",
-        if adapter.caps.timestamps { "" } else { " (UNAVAILABLE on this adapter)" }
+        "Schedule : 1 cold call (timed apart), {}, {}; GPU times from timestamps{}",
+        count(warmup, "warm-up", "warm-ups"),
+        count(reps, "recorded forward", "recorded forwards"),
+        if adapter.caps.timestamps {
+            ""
+        } else {
+            " (UNAVAILABLE on this adapter)"
+        }
     );
     s
 }
@@ -86,7 +92,7 @@ pub fn variant(r: &VariantRun) -> String {
         .map(|x| x.median);
     let _ = writeln!(
         s,
-        "{:<12} {:>6} {:>12} {:>10} {:>10} {:>7} {:>12} {:>10} {:>10}",
+        "{:<14} {:>6} {:>12} {:>10} {:>10} {:>7} {:>12} {:>10} {:>10}",
         "Dispatch", "Calls", "GPU med µs", "p10", "p90", "% fwd", "Read+Write", "GB/s", "GFLOP/s"
     );
     for d in &r.dispatches {
@@ -94,7 +100,7 @@ pub fn variant(r: &VariantRun) -> String {
         let pct = med.zip(fwd_med).map(|(a, b)| 100.0 * a / b);
         let _ = writeln!(
             s,
-            "{:<12} {:>6} {:>12} {:>10} {:>10} {:>7} {:>12} {:>10} {:>10}",
+            "{:<14} {:>6} {:>12} {:>10} {:>10} {:>7} {:>12} {:>10} {:>10}",
             d.name,
             d.calls,
             opt(med, 1),
@@ -187,8 +193,13 @@ pub fn variant(r: &VariantRun) -> String {
     for n in &r.notes {
         let _ = writeln!(s, "Note        : {n}");
     }
+    // What a fully-masked row returns: the plan's notes say it already, unless they do not.
     if let Some(sem) = r.fully_masked_rows {
-        let _ = writeln!(s, "Masked rows : {}", sem.describe());
+        let d = sem.describe();
+        let tail = d.split_once("returns").map_or(d, |x| x.1);
+        if !r.notes.iter().any(|n| n.contains(tail)) {
+            let _ = writeln!(s, "Masked rows : {d}");
+        }
     }
     if let Some(v) = &r.validation {
         let worst = v.worst.as_ref().map_or(String::new(), |w| {
@@ -199,8 +210,19 @@ pub fn variant(r: &VariantRun) -> String {
         });
         let _ = writeln!(
             s,
-            "Validation  : {}  max abs err {:.3e}, max rel err {:.3e} (floor {}), {} NaN, {} Inf{}; {} of {} rows checked against f64 (atol {:.3e}, rtol {:.3e}); {} fully-masked rows ({} expected NaN)",
-            v.verdict, v.max_abs_err, v.max_rel_err, v.rel_err_floor, v.nan_count, v.inf_count, worst,
+            "Validation  : {}  {}max abs err {:.3e}, max rel err {:.3e} (floor {}), {} NaN, {} Inf{}",
+            v.verdict,
+            nan_first(v),
+            v.max_abs_err,
+            v.max_rel_err,
+            v.rel_err_floor,
+            v.nan_count,
+            v.inf_count,
+            worst
+        );
+        let _ = writeln!(
+            s,
+            "              {} of {} rows checked against f64 (atol {:.3e}, rtol {:.3e}); {} fully-masked rows ({} expected NaN)",
             v.rows_checked, v.rows_total, v.atol, v.rtol, v.fully_masked_rows, v.expected_nan_count
         );
         let ratio = v
@@ -218,6 +240,89 @@ pub fn variant(r: &VariantRun) -> String {
     if let Some(m) = &r.measurement {
         for w in &m.warnings {
             let _ = writeln!(s, "Warning     : {w}");
+        }
+    }
+    s
+}
+
+/// For a failure with unexpected NaN or Inf: that first (the max errors exclude them).
+fn nan_first(v: &crate::validate::Validation) -> String {
+    if v.verdict == crate::validate::Verdict::Fail && v.nan_count + v.inf_count > 0 {
+        format!(
+            "{} unexpected NaN and {} Inf (not counted in the errors that follow); ",
+            v.nan_count, v.inf_count
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// `run`'s default report: one row per variant (dispatches, GPU median and p10–p90, memory,
+/// estimated bytes moved, verdict), the tile where one was chosen, and for a failure its worst
+/// element; `--verbose` prints [`variant`] and [`summary`] instead.
+pub fn compact(runs: &[VariantRun]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<16} {:>5} {:>12} {:>21} {:>12} {:>12}  verdict",
+        "variant", "disp", "GPU med µs", "p10–p90 µs", "memory", "bytes moved"
+    );
+    for r in runs {
+        if !r.ran() {
+            let _ = writeln!(
+                s,
+                "{:<16} {} — {}",
+                r.variant,
+                r.status,
+                r.reason.as_deref().unwrap_or("")
+            );
+            continue;
+        }
+        let span = r.forward.as_ref().and_then(|f| f.gpu_span_us);
+        let _ = writeln!(
+            s,
+            "{:<16} {:>5} {:>12} {:>21} {:>12} {:>12}  {}",
+            r.variant,
+            r.predicted_dispatches,
+            opt(span.map(|x| x.median), 1),
+            span.map_or("-".into(), |x| format!("{:.1}–{:.1}", x.p10, x.p90)),
+            r.memory
+                .as_ref()
+                .map_or("-".into(), |m| bytes(m.total_bytes)),
+            r.traffic
+                .as_ref()
+                .map_or("-".into(), |t| bytes(t.reads_bytes + t.writes_bytes)),
+            r.validation
+                .as_ref()
+                .map_or("-".into(), |v| v.verdict.to_string()),
+        );
+        if let Some(t) = &r.tile {
+            let _ = writeln!(s, "   tile: {} (source: {})", t.choice, t.source);
+        }
+        if let Some(v) = r
+            .validation
+            .as_ref()
+            .filter(|v| v.verdict != crate::validate::Verdict::Pass)
+        {
+            let worst = v.worst.as_ref().map_or(String::new(), |w| {
+                format!(
+                    "; worst at (b={}, h={}, i={}, d={}): gpu {:.6e} vs ref {:.6e}",
+                    w.b, w.h, w.i, w.d, w.gpu, w.reference
+                )
+            });
+            let _ = writeln!(
+                s,
+                "   FAIL: {}max abs err {:.3e} (atol {:.3e}, rtol {:.3e}){worst}",
+                nan_first(v),
+                v.max_abs_err,
+                v.atol,
+                v.rtol
+            );
+        }
+        if let Some(m) = &r.measurement {
+            for w in &m.warnings {
+                let _ = writeln!(s, "   warning: {w}");
+            }
         }
     }
     s
