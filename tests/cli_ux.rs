@@ -258,3 +258,43 @@ fn run_is_compact_by_default_and_full_with_verbose() {
         "{s}"
     );
 }
+
+#[test]
+fn wording_says_each_thing_once() {
+    // An incompatible variant is named once, not "variant `x`: variant `x` is incompatible".
+    let o = expect(
+        &["run", "--variant", "tiled-coop", "--seq", "16"],
+        4,
+        &["is incompatible"],
+    );
+    let e = text(&o.stderr);
+    assert_eq!(e.matches("variant `tiled-coop`").count(), 1, "{e}");
+    // What a fully-masked row returns: once per variant (the note), not twice.
+    let o = expect(
+        &[
+            "run",
+            "--variant",
+            "unfused",
+            "--seq",
+            "16",
+            "--heads",
+            "1",
+            "--reps",
+            "1",
+            "--verbose",
+        ],
+        0,
+        &[],
+    );
+    let s = text(&o.stdout);
+    assert_eq!(s.matches("(plain softmax: 0/0)").count(), 1, "{s}");
+    // Every input flag of run has a description.
+    let h = text(&out(&["run", "--help"]).stdout);
+    for needle in [
+        "Q from a .npy file",
+        "K from a .npy file",
+        "V from a .npy file",
+    ] {
+        assert!(h.contains(needle), "{h}");
+    }
+}

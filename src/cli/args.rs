@@ -194,8 +194,9 @@ impl ScheduleArgs {
 /// The tile of the variants that have one (`tiled`), forced or from a tune cache.
 #[derive(Args)]
 pub struct TileArgs {
-    /// Force the `tiled` variant's tile configuration: `rt2` (the v2 kernel: subgroups, D a
-    /// multiple of 8 up to 64), `rt` (the first register-tiled kernel) or `row:BR` (one row per thread, BR rows a workgroup, e.g. `row:32`). Wins over the tune
+    /// Force the `tiled` variant's tile configuration: `rt2` or `rt2:64` (the v2 kernel with key
+    /// blocks of 32 or 64: subgroups, D a multiple of 8 up to 64), `rt` (the first register-tiled
+    /// kernel) or `row:BR` (one row per thread, BR rows a workgroup, e.g. `row:32`). Wins over the tune
     /// cache; one that does not fit this adapter is refused with its reason (exit 4).
     #[arg(long)]
     pub tile: Option<String>,
