@@ -41,6 +41,9 @@ enum Command {
     /// Search the `tiled` variant's tile configurations for this adapter and one shape class;
     /// validate each; cache the fastest passing one for `run`.
     Tune(cli::tune::TuneArgs),
+    /// One self-contained HTML page (inline CSS and SVG, works offline) over result files:
+    /// environment, variants, timelines, roofline, sweep plots, comparison.
+    Report(cli::report::ReportArgs),
 }
 
 /// Exit code for a library error: bad input is 2, incompatibility 4, the rest 1.
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::Sweep(a) => cli::sweep::cmd_sweep(a),
         Command::Explain(a) => cli::explain::cmd_explain(a),
         Command::Tune(a) => cli::tune::cmd_tune(a),
+        Command::Report(a) => cli::report::cmd_report(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -190,7 +190,8 @@ fn short(y: f64) -> String {
     format!("{}{unit}", t.trim_end_matches(".0"))
 }
 
-type Series = Vec<(String, Vec<(f64, f64)>)>;
+/// Named lines of (x, y) points, for [`plot_svg`].
+pub type Series = Vec<(String, Vec<(f64, f64)>)>;
 
 fn series(points: &[SweepPoint], y: impl Fn(&SweepPoint) -> Option<f64>) -> Series {
     let mut out: Series = Vec::new();
@@ -213,10 +214,24 @@ fn plot(
     data: &Series,
     marks: &[(u32, String)],
 ) -> Result<()> {
-    let err = |e: String| Error::Io {
-        path: path.display().to_string(),
-        source: std::io::Error::other(e),
-    };
+    let svg =
+        plot_svg(title, "sequence length N", y_label, data, marks).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
+    crate::outfile::write_atomic(path, svg.as_bytes())
+}
+
+/// A log-log plot of `data` (a line and a dot per point, one colour per series, a legend) with
+/// vertical marks, as an SVG document (800 x 500). Used by the sweep plots and the HTML report.
+pub fn plot_svg(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    data: &Series,
+    marks: &[(u32, String)],
+) -> std::result::Result<String, String> {
+    let err = |e: String| e;
     let xs = data.iter().flat_map(|s| s.1.iter().map(|p| p.0));
     let ys = data.iter().flat_map(|s| s.1.iter().map(|p| p.1));
     let (x0, x1) = xs.fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(x), b.max(x)));
@@ -240,9 +255,15 @@ fn plot(
             .map_err(|e| err(e.to_string()))?;
         chart
             .configure_mesh()
-            .x_desc("sequence length N")
+            .x_desc(x_label)
             .y_desc(y_label)
-            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_label_formatter(&|x| {
+                if *x >= 10.0 {
+                    format!("{x:.0}")
+                } else {
+                    format!("{x:.2}")
+                }
+            })
             .y_label_formatter(&|y| short(*y))
             .draw()
             .map_err(|e| err(e.to_string()))?;
@@ -284,7 +305,7 @@ fn plot(
             .map_err(|e| err(e.to_string()))?;
         root.present().map_err(|e| err(e.to_string()))?;
     }
-    crate::outfile::write_atomic(path, svg.as_bytes())
+    Ok(svg)
 }
 
 /// The files a sweep writes into its folder.

@@ -22,6 +22,7 @@ pub mod compare;
 pub mod explain;
 pub mod headless;
 pub mod probe;
+pub mod report;
 pub mod run;
 pub mod sweep;
 pub mod tune;

@@ -76,6 +76,9 @@ pub struct RunArgs {
     /// Write a Chrome trace (Perfetto, chrome://tracing) with CPU and GPU lanes here.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Write this run as a self-contained HTML report here (as `attn-wgpu report`).
+    #[arg(long)]
+    html: Option<PathBuf>,
     /// Probe file for the roofline columns (default: this adapter's file in the per-user cache).
     #[arg(long)]
     probe: Option<PathBuf>,
@@ -278,6 +281,9 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     if let Some(t) = &a.trace {
         check_out_path("--trace", t)?;
     }
+    if let Some(h) = &a.html {
+        check_out_path("--html", h)?;
+    }
     // Inputs and outputs: no output may name an input or another output (compared as files).
     let saved: Vec<PathBuf> = match &a.save_inputs {
         Some(d) => ["q.npy", "k.npy", "v.npy", "mask.npy"]
@@ -303,6 +309,7 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         add("--out", &a.out, true);
         add("--json", &a.json, true);
         add("--trace", &a.trace, true);
+        add("--html", &a.html, true);
         for s in &saved {
             named.push(("--save-inputs", s.clone(), true));
         }
@@ -457,8 +464,7 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     if let Some(t) = &a.trace {
         write_trace(&dest(t), &gpu, &runner, &runs)?;
     }
-    if let Some(path) = &a.json {
-        let path = &dest(path);
+    if a.json.is_some() || a.html.is_some() {
         let mut warnings = Vec::new();
         for r in &runs {
             if let Some(m) = &r.measurement {
@@ -484,8 +490,21 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             roofline: roofline_source,
             warnings,
         };
-        json::write_atomic(path, &file)?;
-        eprintln!("results written to {}", path.display());
+        if let Some(path) = &a.json {
+            let path = &dest(path);
+            json::write_atomic(path, &file)?;
+            eprintln!("results written to {}", path.display());
+        }
+        if let Some(path) = &a.html {
+            let path = &dest(path);
+            let value = serde_json::to_value(&file).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let page = attn_wgpu::report::html::page(&[attn_wgpu::report::html::Input {
+                name: "this run".into(),
+                value,
+            }]);
+            attn_wgpu::outfile::write_atomic(path, page.as_bytes())?;
+            eprintln!("HTML report written to {}", path.display());
+        }
     }
     if let Some(path) = &a.out {
         let path = &dest(path);
