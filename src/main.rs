@@ -67,6 +67,8 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // wgpu's own log (adapter enumeration, context creation, validation) when RUST_LOG asks.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("off")).init();
     cli::headless::private_runtime_dir();
     let cli = Cli::parse();
     let result = match cli.command {
