@@ -202,12 +202,7 @@ pub fn variant(r: &VariantRun) -> String {
         }
     }
     if let Some(v) = &r.validation {
-        let worst = v.worst.as_ref().map_or(String::new(), |w| {
-            format!(
-                "; worst at (b={}, h={}, i={}, d={}): gpu {:.6e} vs ref {:.6e}",
-                w.b, w.h, w.i, w.d, w.gpu, w.reference
-            )
-        });
+        let worst = worst_text(v);
         let _ = writeln!(
             s,
             "Validation  : {}  {}max abs err {:.3e}, max rel err {:.3e} (floor {}), {} NaN, {} Inf{}",
@@ -245,6 +240,44 @@ pub fn variant(r: &VariantRun) -> String {
     s
 }
 
+/// "; worst at (b, h, i, d): gpu … vs ref …", or nothing without a worst element.
+fn worst_text(v: &crate::validate::Validation) -> String {
+    v.worst.as_ref().map_or(String::new(), |w| {
+        format!(
+            "; worst at (b={}, h={}, i={}, d={}): gpu {:.6e} vs ref {:.6e}",
+            w.b, w.h, w.i, w.d, w.gpu, w.reference
+        )
+    })
+}
+
+/// A table row for a variant that did not run: its status and reason.
+fn not_run_row(r: &VariantRun) -> String {
+    format!(
+        "{:<16} {} — {}\n",
+        r.variant,
+        r.status,
+        r.reason.as_deref().unwrap_or("")
+    )
+}
+
+fn memory_cell(r: &VariantRun) -> String {
+    r.memory
+        .as_ref()
+        .map_or("-".into(), |m| bytes(m.total_bytes))
+}
+
+fn moved_cell(r: &VariantRun) -> String {
+    r.traffic
+        .as_ref()
+        .map_or("-".into(), |t| bytes(t.reads_bytes + t.writes_bytes))
+}
+
+fn verdict_cell(r: &VariantRun) -> String {
+    r.validation
+        .as_ref()
+        .map_or("-".into(), |v| v.verdict.to_string())
+}
+
 /// For a failure with unexpected NaN or Inf: that first (the max errors exclude them).
 fn nan_first(v: &crate::validate::Validation) -> String {
     if v.verdict == crate::validate::Verdict::Fail && v.nan_count + v.inf_count > 0 {
@@ -269,13 +302,7 @@ pub fn compact(runs: &[VariantRun]) -> String {
     );
     for r in runs {
         if !r.ran() {
-            let _ = writeln!(
-                s,
-                "{:<16} {} — {}",
-                r.variant,
-                r.status,
-                r.reason.as_deref().unwrap_or("")
-            );
+            s.push_str(&not_run_row(r));
             continue;
         }
         let span = r.forward.as_ref().and_then(|f| f.gpu_span_us);
@@ -286,15 +313,9 @@ pub fn compact(runs: &[VariantRun]) -> String {
             r.predicted_dispatches,
             opt(span.map(|x| x.median), 1),
             span.map_or("-".into(), |x| format!("{:.1}–{:.1}", x.p10, x.p90)),
-            r.memory
-                .as_ref()
-                .map_or("-".into(), |m| bytes(m.total_bytes)),
-            r.traffic
-                .as_ref()
-                .map_or("-".into(), |t| bytes(t.reads_bytes + t.writes_bytes)),
-            r.validation
-                .as_ref()
-                .map_or("-".into(), |v| v.verdict.to_string()),
+            memory_cell(r),
+            moved_cell(r),
+            verdict_cell(r),
         );
         if let Some(t) = &r.tile {
             let _ = writeln!(s, "   tile: {} (source: {})", t.choice, t.source);
@@ -304,12 +325,7 @@ pub fn compact(runs: &[VariantRun]) -> String {
             .as_ref()
             .filter(|v| v.verdict != crate::validate::Verdict::Pass)
         {
-            let worst = v.worst.as_ref().map_or(String::new(), |w| {
-                format!(
-                    "; worst at (b={}, h={}, i={}, d={}): gpu {:.6e} vs ref {:.6e}",
-                    w.b, w.h, w.i, w.d, w.gpu, w.reference
-                )
-            });
+            let worst = worst_text(v);
             let _ = writeln!(
                 s,
                 "   FAIL: {}max abs err {:.3e} (atol {:.3e}, rtol {:.3e}){worst}",
@@ -351,13 +367,7 @@ pub fn summary(runs: &[VariantRun]) -> String {
     );
     for r in runs {
         if !r.ran() {
-            let _ = writeln!(
-                s,
-                "{:<16} {} — {}",
-                r.variant,
-                r.status,
-                r.reason.as_deref().unwrap_or("")
-            );
+            s.push_str(&not_run_row(r));
             continue;
         }
         let med = r
@@ -381,15 +391,9 @@ pub fn summary(runs: &[VariantRun]) -> String {
             opt(med, 1),
             med.map_or("-".into(), |m| format!("{:.2}x", m / best)),
             opt(host, 1),
-            r.traffic
-                .as_ref()
-                .map_or("-".into(), |t| bytes(t.reads_bytes + t.writes_bytes)),
-            r.memory
-                .as_ref()
-                .map_or("-".into(), |m| bytes(m.total_bytes)),
-            r.validation
-                .as_ref()
-                .map_or("-".into(), |v| v.verdict.to_string()),
+            moved_cell(r),
+            memory_cell(r),
+            verdict_cell(r),
         );
     }
     let _ = writeln!(
