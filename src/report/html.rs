@@ -446,11 +446,21 @@ fn sweep_section(s: &mut String, i: &Input) {
 
 fn torch_section(s: &mut String, i: &Input) {
     let v = &i.value;
+    let p = &v["problem"];
     let _ = writeln!(
         s,
-        "<h2>PyTorch: {} — {}</h2><p class=\"muted\">{}</p>",
+        "<h2>PyTorch: {} — B{} H{} N{} D{} {} {}</h2><p class=\"muted\">{}</p>",
         esc(&str_of(&v["adapter"]["name"])),
-        esc(&str_of(&v["dtype"])),
+        p["batch"],
+        p["heads"],
+        p["seq"],
+        p["head_dim"],
+        esc(&str_of(&p["dtype"])),
+        if p["causal"].as_bool() == Some(true) {
+            "causal"
+        } else {
+            "non-causal"
+        },
         esc(&i.name)
     );
     let _ = writeln!(
