@@ -38,9 +38,6 @@ pub const COOP_STORAGE: u64 = 43008;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TileConfig {
     pub kernel: TileKernel,
-    /// True for the register-tiled kernels (tiled_v2.wgsl, tiled_rt.wgsl), false for one row per
-    /// thread.
-    pub register_tiled: bool,
     pub br: u32,
     pub bc: u32,
     pub d4: u32,
@@ -48,15 +45,23 @@ pub struct TileConfig {
 }
 
 impl TileConfig {
-    /// Workgroup storage in bytes: qs + os (BR rows) + ks + vs (BC rows), DP vec4 each, + inv_l.
+    /// Workgroup storage in bytes of the kernel; for one row per thread: qs + os (BR rows) + ks +
+    /// vs (BC rows), DP vec4 each, + inv_l.
     pub fn storage_bytes(&self) -> u64 {
         match self.kernel {
-            TileKernel::Rt2 => return RT2_Q_STORAGE + self.bc as u64 * 512,
-            TileKernel::Rt => return RT_STORAGE,
-            TileKernel::Coop => return COOP_STORAGE,
-            TileKernel::Row => {}
+            TileKernel::Rt2 => RT2_Q_STORAGE + self.bc as u64 * 512,
+            TileKernel::Rt => RT_STORAGE,
+            TileKernel::Coop => COOP_STORAGE,
+            TileKernel::Row => {
+                (2 * self.br as u64 + 2 * self.bc as u64) * self.dp as u64 * 16 + 4 * self.br as u64
+            }
         }
-        (2 * self.br as u64 + 2 * self.bc as u64) * self.dp as u64 * 16 + 4 * self.br as u64
+    }
+
+    /// The register-tiled kernels (tiled_v2.wgsl, tiled_rt.wgsl), as against one row per thread
+    /// (tiled.wgsl) or the cooperative-matrix kernel.
+    pub fn register_tiled(&self) -> bool {
+        matches!(self.kernel, TileKernel::Rt2 | TileKernel::Rt)
     }
 }
 

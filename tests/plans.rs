@@ -96,13 +96,13 @@ fn tiled_traffic_by_hand() {
 fn tile_choice_follows_workgroup_storage() {
     let mut c = caps();
     c.max_workgroup_storage = 48 * 1024;
-    assert!(tiled::choose(64, &c).unwrap().register_tiled);
+    assert!(tiled::choose(64, &c).unwrap().register_tiled());
     assert_eq!(tiled::choose(128, &c).unwrap().br, 16);
     c.max_workgroup_storage = 32 * 1024;
-    assert!(tiled::choose(64, &c).unwrap().register_tiled);
+    assert!(tiled::choose(64, &c).unwrap().register_tiled());
     c.max_workgroup_storage = 30 * 1024;
     let fallback = tiled::choose(64, &c).unwrap();
-    assert!(!fallback.register_tiled);
+    assert!(!fallback.register_tiled());
     assert_eq!(fallback.br, 32);
     c.max_workgroup_storage = 256;
     let e = tiled::choose(256, &c).unwrap_err();

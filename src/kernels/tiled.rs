@@ -70,7 +70,6 @@ pub fn config_for(
             }
             Ok(TileConfig {
                 kernel: TileKernel::Rt2,
-                register_tiled: true,
                 br: 64,
                 bc,
                 d4,
@@ -98,7 +97,6 @@ pub fn config_for(
             }
             Ok(TileConfig {
                 kernel: TileKernel::Rt,
-                register_tiled: true,
                 br: 64,
                 bc: BC,
                 d4,
@@ -108,7 +106,6 @@ pub fn config_for(
         TileChoice::Row(br) => {
             let cfg = TileConfig {
                 kernel: TileKernel::Row,
-                register_tiled: false,
                 br,
                 bc: BC,
                 d4,
@@ -175,7 +172,6 @@ pub fn default_choice(
     let d4 = head_dim.div_ceil(4);
     let smallest = TileConfig {
         kernel: TileKernel::Row,
-        register_tiled: false,
         br: 4,
         bc: BC,
         d4,

@@ -18,7 +18,6 @@ pub const PAD_ROWS: u64 = 64;
 pub fn tile(p: &Problem) -> TileConfig {
     TileConfig {
         kernel: crate::tile::TileKernel::Coop,
-        register_tiled: false,
         br: 64,
         bc: 64,
         d4: p.head_dim.div_ceil(4),

@@ -61,7 +61,6 @@ pub fn build_subgroup(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     }
     let cfg = TileConfig {
         kernel: crate::tile::TileKernel::Rt,
-        register_tiled: true,
         br: 64,
         bc: BC,
         d4: p.head_dim.div_ceil(4),
@@ -151,7 +150,7 @@ fn fused_plan(
         notes.push("causal AND explicit mask / key padding: their intersection".into());
     }
     let mut config = vec![
-        ("register_tiled".into(), cfg.register_tiled as u8 as f64),
+        ("register_tiled".into(), cfg.register_tiled() as u8 as f64),
         ("BR".into(), cfg.br as f64),
         ("BC".into(), cfg.bc as f64),
         ("D4".into(), cfg.d4 as f64),
