@@ -170,6 +170,24 @@ pub struct Named<'a> {
     pub output: bool,
 }
 
+impl<'a> Named<'a> {
+    pub fn input(flag: &'a str, path: &'a Path) -> Self {
+        Named {
+            flag,
+            path,
+            output: false,
+        }
+    }
+
+    pub fn output(flag: &'a str, path: &'a Path) -> Self {
+        Named {
+            flag,
+            path,
+            output: true,
+        }
+    }
+}
+
 /// Refuses two outputs naming the same file, and an output naming an input; the message names
 /// both flags and the path.
 pub fn check_distinct(paths: &[Named]) -> std::result::Result<(), String> {

@@ -1,18 +1,14 @@
 //! The command line: bad input gets a clear message naming the bad value and a non-zero exit,
 //! never a panic; results files are complete JSON or absent.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_attn-wgpu"))
-}
+mod common;
+
+use common::{bin, stderr};
 
 fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("spawn attn-wgpu")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Asserts exit `code`, that stderr mentions every `needles`, and that nothing panicked.

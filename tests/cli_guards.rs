@@ -4,20 +4,16 @@
 //! quiet stderr on a headless machine.
 
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_attn-wgpu"))
-}
+mod common;
+
+use common::{bin, stderr};
+use std::time::{Duration, Instant};
 
 fn run_timed(cmd: &mut Command) -> (Output, Duration) {
     let t = Instant::now();
     let o = cmd.output().expect("runs");
     (o, t.elapsed())
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn no_crash(o: &Output) {

@@ -1,11 +1,11 @@
 //! A new user's first hour (issue 15): the wrong exits and unclear messages a hostile tester
 //! found, each checked on the software adapter.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_attn-wgpu"))
-}
+mod common;
+
+use common::bin;
 
 fn out(args: &[&str]) -> Output {
     bin().args(args).output().unwrap()

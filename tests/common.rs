@@ -27,3 +27,13 @@ pub fn gpu() -> &'static Gpu {
         }
     })
 }
+
+/// The attn-wgpu binary of this build, for the command-line tests.
+pub fn bin() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_attn-wgpu"))
+}
+
+/// A finished command's stderr, as text.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}

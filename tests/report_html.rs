@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_attn-wgpu"))
-}
+mod common;
+
+use common::bin;
 
 fn ok(cmd: &mut Command) -> Output {
     let o = cmd.output().unwrap();

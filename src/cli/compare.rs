@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use attn_wgpu::outfile::Named;
 use attn_wgpu::report::compare;
 
 use super::{bad, check_out_path};
@@ -24,20 +25,12 @@ pub struct CompareArgs {
 pub fn cmd_compare(a: CompareArgs) -> anyhow::Result<u8> {
     if let Some(p) = &a.md {
         check_out_path("--md", p)?;
-        let mut named: Vec<attn_wgpu::outfile::Named> = a
+        let mut named: Vec<Named> = a
             .files
             .iter()
-            .map(|f| attn_wgpu::outfile::Named {
-                flag: "result file",
-                path: f,
-                output: false,
-            })
+            .map(|f| Named::input("result file", f))
             .collect();
-        named.push(attn_wgpu::outfile::Named {
-            flag: "--md",
-            path: p,
-            output: true,
-        });
+        named.push(Named::output("--md", p));
         super::check_distinct(&named)?;
     }
     let mut notes = Vec::new();

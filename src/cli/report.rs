@@ -25,17 +25,9 @@ pub fn cmd_report(a: ReportArgs) -> anyhow::Result<u8> {
     let mut named: Vec<Named> = a
         .files
         .iter()
-        .map(|f| Named {
-            flag: "result file",
-            path: f,
-            output: false,
-        })
+        .map(|f| Named::input("result file", f))
         .collect();
-    named.push(Named {
-        flag: "-o",
-        path: &a.out,
-        output: true,
-    });
+    named.push(Named::output("-o", &a.out));
     check_distinct(&named)?;
     let inputs = html::read_inputs(&a.files).map_err(bad)?;
     let page = html::page(&inputs);

@@ -294,32 +294,29 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     };
     {
         use attn_wgpu::outfile::Named;
-        let mut named = Vec::new();
-        let mut add = |flag: &'static str, path: &Option<PathBuf>, output: bool| {
-            if let Some(p) = path {
-                named.push((flag, p.clone(), output));
-            }
-        };
-        add("--q", &a.q, false);
-        add("--k", &a.k, false);
-        add("--v", &a.v, false);
-        add("--mask", &a.mask, false);
-        add("--probe", &a.probe, false);
-        add("--tune", &a.tile.tune, false);
-        add("--out", &a.out, true);
-        add("--json", &a.json, true);
-        add("--trace", &a.trace, true);
-        add("--html", &a.html, true);
-        for s in &saved {
-            named.push(("--save-inputs", s.clone(), true));
-        }
-        let named: Vec<Named> = named
+        let inputs = [
+            ("--q", &a.q),
+            ("--k", &a.k),
+            ("--v", &a.v),
+            ("--mask", &a.mask),
+            ("--probe", &a.probe),
+            ("--tune", &a.tile.tune),
+        ];
+        let outputs = [
+            ("--out", &a.out),
+            ("--json", &a.json),
+            ("--trace", &a.trace),
+            ("--html", &a.html),
+        ];
+        let named: Vec<Named> = inputs
             .iter()
-            .map(|(flag, path, output)| Named {
-                flag,
-                path,
-                output: *output,
-            })
+            .filter_map(|(flag, p)| p.as_deref().map(|p| Named::input(flag, p)))
+            .chain(
+                outputs
+                    .iter()
+                    .filter_map(|(flag, p)| p.as_deref().map(|p| Named::output(flag, p))),
+            )
+            .chain(saved.iter().map(|s| Named::output("--save-inputs", s)))
             .collect();
         super::check_distinct(&named)?;
     }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use attn_wgpu::outfile::Named;
 use attn_wgpu::problem::Problem;
 use attn_wgpu::report::json;
 use attn_wgpu::variants::MATERIALIZED;
@@ -84,20 +85,12 @@ pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
     for f in &outputs {
         super::check_out_path("--out-dir", f)?;
     }
-    let mut named: Vec<attn_wgpu::outfile::Named> = outputs
+    let mut named: Vec<Named> = outputs
         .iter()
-        .map(|f| attn_wgpu::outfile::Named {
-            flag: "--out-dir",
-            path: f,
-            output: true,
-        })
+        .map(|f| Named::output("--out-dir", f))
         .collect();
     if let Some(t) = &a.tile.tune {
-        named.push(attn_wgpu::outfile::Named {
-            flag: "--tune",
-            path: t,
-            output: false,
-        });
+        named.push(Named::input("--tune", t));
     }
     super::check_distinct(&named)?;
     let gpu = a.sel.open(features_of(&names, base.dtype))?;
