@@ -78,6 +78,11 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Entry>, CompareError> {
         file: file.into(),
         source,
     })?;
+    parse_value(file, &v)
+}
+
+/// [`parse`] of a file already parsed as JSON.
+pub fn parse_value(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
     let schema = |why: &str| CompareError::Schema {
         file: file.into(),
         why: why.into(),
@@ -89,7 +94,7 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Entry>, CompareError> {
     let torch = match tool.as_str() {
         "attn-wgpu" => false,
         "torch_sdpa.py" => true,
-        "attn-wgpu sweep" => return parse_sweep(file, &v),
+        "attn-wgpu sweep" => return parse_sweep(file, v),
         other => {
             return Err(schema(&format!(
                 "unknown tool `{other}` (expected attn-wgpu, attn-wgpu sweep or torch_sdpa.py)"
@@ -349,14 +354,22 @@ fn natural(shape: &str) -> Vec<(String, u64)> {
 }
 
 /// The Markdown report: a time table and a dispatches/memory table with the same rows and columns.
-pub fn markdown(entries: &[Entry], baseline: Option<&str>) -> String {
+/// The comparison's layout: a column per adapter / backend (first-seen order), a row per
+/// (variant, shape, dtype) sorted by shape and dtype (variants in first-seen order within), and
+/// the entry of each filled cell (a later file wins for a duplicated cell).
+pub struct Grid<'a> {
+    pub cols: Vec<String>,
+    pub rows: Vec<(String, String, String)>,
+    pub cell: BTreeMap<(usize, usize), &'a Entry>,
+}
+
+pub fn grid(entries: &[Entry]) -> Grid<'_> {
     let mut cols: Vec<String> = Vec::new();
     for e in entries {
         if !cols.contains(&e.column()) {
             cols.push(e.column());
         }
     }
-    // Rows in first-seen order of (shape, dtype), variants in first-seen order within.
     let mut rows: Vec<(String, String, String)> = Vec::new();
     for e in entries {
         let k = (e.variant.clone(), e.shape.clone(), e.dtype.clone());
@@ -372,9 +385,14 @@ pub fn markdown(entries: &[Entry], baseline: Option<&str>) -> String {
             .position(|k| k.0 == e.variant && k.1 == e.shape && k.2 == e.dtype);
         let c = cols.iter().position(|c| *c == e.column());
         if let (Some(r), Some(c)) = (r, c) {
-            cell.insert((r, c), e); // a later file wins for a duplicated cell
+            cell.insert((r, c), e);
         }
     }
+    Grid { cols, rows, cell }
+}
+
+pub fn markdown(entries: &[Entry], baseline: Option<&str>) -> String {
+    let Grid { cols, rows, cell } = grid(entries);
     let mut s = String::new();
     let head = |s: &mut String| {
         let _ = writeln!(s, "| variant | shape | dtype | {} |", cols.join(" | "));

@@ -487,36 +487,27 @@ fn torch_section(s: &mut String, i: &Input) {
     s.push_str("</table>\n");
 }
 
-/// `compare`'s table: a row per (variant, shape, dtype), a column per adapter / backend.
+/// `compare`'s table ([`compare::grid`]): a row per (variant, shape, dtype), a column per
+/// adapter / backend, the median forward time in each cell.
 fn comparison(s: &mut String, inputs: &[Input]) {
-    let mut entries: Vec<Entry> = Vec::new();
-    for i in inputs {
-        if let Ok(text) = serde_json::to_string(&i.value) {
-            if let Ok(e) = compare::parse(&i.name, &text) {
-                entries.extend(e);
-            }
-        }
-    }
+    let entries: Vec<Entry> = inputs
+        .iter()
+        .filter_map(|i| compare::parse_value(&i.name, &i.value).ok())
+        .flatten()
+        .collect();
     if entries.is_empty() {
         return;
     }
-    let mut cols: Vec<String> = Vec::new();
-    let mut rows: Vec<(String, String, String)> = Vec::new();
-    for e in &entries {
-        if !cols.contains(&e.column()) {
-            cols.push(e.column());
-        }
-        let k = (e.variant.clone(), e.shape.clone(), e.dtype.clone());
-        if !rows.contains(&k) {
-            rows.push(k);
-        }
-    }
-    s.push_str("<h2>Comparison (median forward time)</h2><table><tr><th class=\"l\">variant</th><th class=\"l\">shape</th><th class=\"l\">dtype</th>");
-    for c in &cols {
+    let g = compare::grid(&entries);
+    s.push_str(
+        "<h2>Comparison (median forward time)</h2><table><tr><th class=\"l\">variant</th>\
+         <th class=\"l\">shape</th><th class=\"l\">dtype</th>",
+    );
+    for c in &g.cols {
         let _ = write!(s, "<th>{}</th>", esc(c));
     }
     s.push_str("</tr>\n");
-    for (v, sh, dt) in &rows {
+    for (r, (v, sh, dt)) in g.rows.iter().enumerate() {
         let _ = write!(
             s,
             "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>",
@@ -524,18 +515,14 @@ fn comparison(s: &mut String, inputs: &[Input]) {
             esc(sh),
             esc(dt)
         );
-        for c in &cols {
-            let cell = entries
-                .iter()
-                .rev()
-                .find(|e| e.variant == *v && e.shape == *sh && e.dtype == *dt && e.column() == *c);
-            let text = match cell {
-                Some(e) => match e.median_us {
+        for c in 0..g.cols.len() {
+            let text = g
+                .cell
+                .get(&(r, c))
+                .map_or(String::new(), |e| match e.median_us {
                     Some(m) => format!("{m:.1} µs"),
                     None => e.status.clone(),
-                },
-                None => String::new(),
-            };
+                });
             let _ = write!(s, "<td>{}</td>", esc(&text));
         }
         s.push_str("</tr>\n");
