@@ -51,13 +51,7 @@ pub fn cmd_explain(a: ExplainArgs) -> anyhow::Result<u8> {
         check_out_path("--trace", t)?;
     }
     let forced = a.tile.forced()?;
-    if forced.is_some() && !super::any_takes_tile(&names) {
-        return Err(super::bad(format!(
-            "--tile sets the {} variant's kernel; --variant `{}` has none (add it, or use all)",
-            super::tile_variant_names(),
-            a.variant
-        )));
-    }
+    super::check_tile_taker(forced, &names, "--variant", &a.variant)?;
     let mut p = a.shape.problem(a.seq, &DEFAULTS)?;
     p.overrides = a.tile.overrides()?;
     attn_wgpu::budget::check_host(&p, names.len())?;

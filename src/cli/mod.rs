@@ -176,11 +176,23 @@ pub fn features_of(names: &[String], dtype: attn_wgpu::problem::DType) -> wgpu::
     f
 }
 
-/// Whether a variant list has one whose plan takes a tile (`--tile`, the tune cache).
-pub fn any_takes_tile(names: &[String]) -> bool {
-    names
+/// `--tile` given with a variant list (`flag` `list`) none of whose plans takes a tile: exit 2.
+pub fn check_tile_taker(
+    forced: Option<attn_wgpu::tile::TileChoice>,
+    names: &[String],
+    flag: &str,
+    list: &str,
+) -> anyhow::Result<()> {
+    let takes = names
         .iter()
-        .any(|n| variants::find(n).is_ok_and(|v| v.tiles))
+        .any(|n| variants::find(n).is_ok_and(|v| v.tiles));
+    if forced.is_some() && !takes {
+        return Err(bad(format!(
+            "--tile sets the {} variant's kernel; {flag} `{list}` has none (add it, or use all)",
+            tile_variant_names()
+        )));
+    }
+    Ok(())
 }
 
 /// The variant `--tile` and the tune cache apply to, by name (for messages).

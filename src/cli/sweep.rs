@@ -11,10 +11,7 @@ use attn_wgpu::variants::MATERIALIZED;
 use attn_wgpu::{sweep, variants, Error};
 
 use super::args::{AdapterSel, Defaults, ScheduleArgs, ShapeArgs, TileArgs};
-use super::{
-    any_takes_tile, bad, features_of, find_tune, tile_request, tile_variant_names, variant_list,
-    FUSED,
-};
+use super::{bad, features_of, find_tune, tile_request, variant_list, FUSED};
 
 const DEFAULTS: Defaults = Defaults {
     batch: 1,
@@ -49,13 +46,7 @@ pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
     let seqs = sweep::parse_seq_list(&a.seq)?;
     let names = variant_list(&a.variants)?;
     let forced_tile = a.tile.forced()?;
-    if forced_tile.is_some() && !any_takes_tile(&names) {
-        return Err(bad(format!(
-            "--tile sets the {} variant's kernel; --variants `{}` has none (add it, or use all)",
-            tile_variant_names(),
-            a.variants
-        )));
-    }
+    super::check_tile_taker(forced_tile, &names, "--variants", &a.variants)?;
     let schedule = a.schedule.schedule(&DEFAULTS, 0)?;
     if a.out_dir.exists() && !a.out_dir.is_dir() {
         return Err(bad(format!(
