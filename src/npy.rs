@@ -171,7 +171,7 @@ pub fn write(path: &Path, shape: &[u64], dtype: DType, values: &[f32]) -> Result
             }
         }
     }
-    write_bytes_atomic(path, &buf)
+    crate::outfile::write_atomic(path, &buf)
 }
 
 /// Writes a bool mask as .npy, atomically.
@@ -191,10 +191,8 @@ pub fn write_bool(path: &Path, shape: &[u64], values: &[bool]) -> Result<()> {
         w.extend(values.iter().copied()).map_err(io)?;
         w.finish().map_err(io)?;
     }
-    write_bytes_atomic(path, &buf)
+    crate::outfile::write_atomic(path, &buf)
 }
-
-pub use crate::report::json::write_bytes_atomic;
 
 #[cfg(test)]
 mod tests {

@@ -62,11 +62,5 @@ pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
         source: std::io::Error::other(e.to_string()),
     })?;
     text.push('\n');
-    write_bytes_atomic(path, text.as_bytes())
-}
-
-/// Every file the tool writes goes through here: [`crate::outfile::write_atomic`] (temp file,
-/// rename; links written through; special files refused; the mode kept).
-pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    crate::outfile::write_atomic(path, bytes)
+    crate::outfile::write_atomic(path, text.as_bytes())
 }
