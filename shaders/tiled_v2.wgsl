@@ -2,8 +2,9 @@
 // has subgroups of >= 8 lanes): FlashAttention-2's structure with the work of a block spread like
 // a matrix product, and no workgroup barrier but the two that guard the staged K/V.
 //
-// A workgroup of 128 threads owns BR = 64 query rows of one head and walks key blocks of BC = 64
-// keys (32 where workgroup storage is 32 KiB). Thread t = 8*ty + tx (ty = 0..15, tx = 0..7) owns
+// A workgroup of 128 threads owns BR = 64 query rows of one head and walks key blocks of BC = 32
+// keys (the host's default, tile `rt2`) or 64 (`rt2:64`, 48 KiB; 2.2-3.6x slower on the H200,
+// results/h200/2026-12-03-v15-rt2-ab and v16). Thread t = 8*ty + tx (ty = 0..15, tx = 0..7) owns
 //   rows     4ty .. 4ty+3                       (one vec4 of the transposed Q tile),
 //   keys     4tx .. 4tx+3 (and 32 + 4tx .. +3)  of each block (one vec4 of the transposed K tile
 //                                               per 32-key slab),
@@ -33,8 +34,8 @@
 @group(0) @binding(3) var<storage, read> v: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read_write> o: array<st>;
 
-// Keys per block: 64 (two slabs of 32) or 32 (one).
-override BC: u32 = 64u;
+// Keys per block: 32 (one slab) or 64 (two slabs of 32).
+override BC: u32 = 32u;
 // The head dimension as a pipeline constant (the host sets it to D, so the loops over d have a
 // known trip count and unroll); 0 reads it from params at run time instead.
 override HD: u32 = 0u;
