@@ -407,8 +407,8 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} variants {msg} [{elapsed}]")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    // Ticks while a variant runs, so a long schedule shows its elapsed time.
-    bar.enable_steady_tick(std::time::Duration::from_millis(250));
+    // Drawn between variants only: no ticking thread writes to the terminal while forwards are
+    // being timed.
     for name in &names {
         bar.set_message(name.clone());
         // Name the variant in the error unless the error already does.
