@@ -13,6 +13,9 @@
 @group(0) @binding(2) var<storage, read> v: array<st>;
 @group(0) @binding(3) var<storage, read_write> o: array<st>;
 
+// Multiply by Pᵀ instead of P (the backward's dV = Pᵀ·dO and dK = dSᵀ·Q).
+override TRANS: bool = false;
+
 const TM: u32 = 128u; // rows of O per workgroup
 const TN: u32 = 64u;  // columns of O per workgroup
 const KC: u32 = 16u;  // keys staged per iteration
@@ -38,12 +41,18 @@ fn main(
 
     for (var j0 = 0u; j0 < n; j0 += KC) {
         // P[i0.., j0..j0+KC]: 2048 values, 8 per thread, 64-byte runs along j.
+        // TRANS: Pᵀ, i.e. P[j0 + kk, i0 + row], read along rows of P (consecutive threads,
+        // consecutive i).
         for (var e = li; e < TM * KC; e += 256u) {
-            let row = e / KC;
-            let kk = e % KC;
+            let row = select(e / KC, e % TM, TRANS);
+            let kk = select(e % KC, e / TM, TRANS);
             var pv = 0.0;
             if (i0 + row < n && j0 + kk < n) {
-                pv = p[(head * n + i0 + row) * n + j0 + kk];
+                if (TRANS) {
+                    pv = p[(head * n + j0 + kk) * n + i0 + row];
+                } else {
+                    pv = p[(head * n + i0 + row) * n + j0 + kk];
+                }
             }
             ps[kk][row / 4u][row % 4u] = pv;
         }

@@ -196,6 +196,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     store4(base, rows.y, tx, d, n, o10 * inv.y, o11 * inv.y, o12 * inv.y, o13 * inv.y);
     store4(base, rows.z, tx, d, n, o20 * inv.z, o21 * inv.z, o22 * inv.z, o23 * inv.z);
     store4(base, rows.w, tx, d, n, o30 * inv.w, o31 * inv.w, o32 * inv.w, o33 * inv.w);
+    // The training forward keeps each row's logsumexp (tiled_lse.wgsl; tiled_nolse.wgsl: no-op).
+    if (tx == 0u) {
+        save_lse(head, rows.x, m.x, lsum.x);
+        save_lse(head, rows.y, m.y, lsum.y);
+        save_lse(head, rows.z, m.z, lsum.z);
+        save_lse(head, rows.w, m.w, lsum.w);
+    }
 }
 
 // Writes output row i, columns 4*(tx + 4h) .. +3 for h = 0..3, skipping what lies past N or D.

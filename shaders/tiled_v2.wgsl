@@ -27,7 +27,8 @@
 // BC = 64, 32 KiB at BC = 32.
 //
 // Q, K and V are bound as array<vec4<u32>> (16-byte words: D must be a multiple of EPW), O as the
-// storage dtype. Everything on chip is f32.
+// storage dtype. Everything on chip is f32. The training forward appends tiled_lse.wgsl (binding 5:
+// the row logsumexp L for the backward), inference tiled_nolse.wgsl.
 
 @group(0) @binding(1) var<storage, read> q: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;
@@ -217,6 +218,14 @@ fn main(
     store8(base, r0 + 1u, tx, d, n, o10 * inv.y, o11 * inv.y);
     store8(base, r0 + 2u, tx, d, n, o20 * inv.z, o21 * inv.z);
     store8(base, r0 + 3u, tx, d, n, o30 * inv.w, o31 * inv.w);
+    // The training forward keeps each row's logsumexp for the backward (tiled_lse.wgsl; a no-op
+    // from tiled_nolse.wgsl in inference). m and ls are the same on the row group's 8 lanes.
+    if (tx == 0u) {
+        save_lse(head, r0, m.x, ls.x);
+        save_lse(head, r0 + 1u, m.y, ls.y);
+        save_lse(head, r0 + 2u, m.z, ls.z);
+        save_lse(head, r0 + 3u, m.w, ls.w);
+    }
 }
 
 // This thread's words of key block j0: word w = t + 128i of the block, i.e. key w % BC and word

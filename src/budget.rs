@@ -7,7 +7,9 @@
 //! - the mask bias as f32 and its upload copy: 2 · bias bytes;
 //! - the upload copy of one input in the run's dtype: B·H·N·D · e;
 //! - the read-back of O (raw bytes + decoded f32): B·H·N·D · (e + 4);
-//! - each variant's kept output (f32) for the report and `--out`: variants · B·H·N·D · 4.
+//! - each variant's kept output (f32) for the report and `--out`: variants · B·H·N·D · 4;
+//! - training (`--backward`): dO as f32, the read-back of dQ, dK, dV (raw + decoded) and each
+//!   variant's kept gradients: B·H·N·D · (4 + 3 (e + 4) + variants · 12).
 //!
 //! The CPU reference checks a bounded sample of rows (`validate::rows_to_check`), so it adds
 //! little. The limit is the memory the operating system reports available (sysinfo), or
@@ -24,8 +26,13 @@ pub fn host_bytes_needed(p: &Problem, variants: usize) -> u64 {
     let elems = p.qkv_elems();
     let e = p.dtype.bytes();
     let bias = p.bias_bytes();
+    let training = if p.backward {
+        4 + 3 * (e + 4) + variants as u64 * 12
+    } else {
+        0
+    };
     elems
-        .saturating_mul(3 * 4 + e + (e + 4) + variants as u64 * 4)
+        .saturating_mul(3 * 4 + e + (e + 4) + variants as u64 * 4 + training)
         .saturating_add(bias.saturating_mul(2))
 }
 

@@ -128,10 +128,47 @@ pub struct BindingDecl {
     pub access: Access,
 }
 
+/// Which pass of a training step a dispatch belongs to (inference plans are all `Forward`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    #[default]
+    Forward,
+    Backward,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Forward => "forward",
+            Phase::Backward => "backward",
+        }
+    }
+}
+
+/// A tensor the forward saves for the backward, as autograd's saved variables: the buffer and the
+/// version it had when saved. Every dispatch that may write a buffer (a `ReadWrite` binding,
+/// counted as a write even where the kernel only reads it: conservative) bumps its version; [`Plan::check`] refuses a backward dispatch that reads a saved buffer whose
+/// version moved since (an in-place step overwrote what the backward needs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Saved {
+    pub buffer: String,
+    /// Writes to the buffer before it was saved.
+    pub version: u32,
+    /// The forward dispatch whose backward needs it (or the dispatch after which it was saved).
+    pub by: String,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Dispatch {
     /// Dispatch name as it appears in the trace (`qk`, `scale`, `mask`, ...).
     pub name: String,
+    /// Forward or backward pass.
+    #[serde(default)]
+    pub phase: Phase,
+    /// For a backward dispatch: the saved tensors it reads (each must still have its version).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub saved: Vec<Saved>,
     pub shader: Shader,
     pub entry: &'static str,
     /// WGSL `override` constants, sorted by name.
@@ -162,6 +199,42 @@ pub struct Plan {
     /// The `tiled` variant's tile choice and where it came from (`default`, `--tile`,
     /// `tuned: <cache path>`); `None` for variants without one.
     pub tile: Option<crate::tile::TileUsed>,
+    /// Training plans: the gradient buffers read back after O (`dQ`, `dK`, `dV`); empty for
+    /// inference.
+    pub grads: Vec<String>,
+    /// Training plans: whether the variant's in-place steps are safe for training, and why (for
+    /// `explain` and the report).
+    pub training_note: Option<String>,
+}
+
+impl Dispatch {
+    /// This dispatch as a step of the backward: renamed, phase `Backward`, reading `saved`.
+    pub fn backward(mut self, name: &str, saved: Vec<Saved>) -> Dispatch {
+        self.name = name.into();
+        self.phase = Phase::Backward;
+        self.saved = saved;
+        self
+    }
+}
+
+/// The version of every buffer after running `dispatches` (each `ReadWrite` binding a write).
+pub fn versions(dispatches: &[Dispatch]) -> std::collections::HashMap<String, u32> {
+    let mut v = std::collections::HashMap::new();
+    for d in dispatches {
+        for b in d.bindings.iter().filter(|b| b.access == Access::ReadWrite) {
+            *v.entry(b.buffer.clone()).or_insert(0) += 1;
+        }
+    }
+    v
+}
+
+/// `buffer` saved now, after `dispatches` (its current version), for the backward of `by`.
+pub fn save(dispatches: &[Dispatch], buffer: &str, by: &str) -> Saved {
+    Saved {
+        buffer: buffer.into(),
+        version: versions(dispatches).get(buffer).copied().unwrap_or(0),
+        by: by.into(),
+    }
 }
 
 impl Plan {
@@ -213,7 +286,94 @@ impl Plan {
                 ));
             }
         }
+        for g in &self.grads {
+            if self.buffer(g).is_none() {
+                return Err(format!("gradient buffer `{g}` is not declared"));
+            }
+        }
+        self.check_saved().map_err(|h| h.to_string())
+    }
+
+    /// The in-place hazard check (autograd's version counter): walks the dispatches in order,
+    /// bumping a buffer's version at every write; a backward dispatch whose saved tensor's buffer
+    /// no longer has the saved version would read overwritten values.
+    pub fn check_saved(&self) -> Result<(), Hazard> {
+        let mut version: std::collections::HashMap<&str, u32> = Default::default();
+        // The last dispatch that wrote each buffer, by version.
+        let mut writers: std::collections::HashMap<(&str, u32), &str> = Default::default();
+        for d in &self.dispatches {
+            for s in &d.saved {
+                let now = version.get(s.buffer.as_str()).copied().unwrap_or(0);
+                if now != s.version {
+                    let by = writers
+                        .get(&(s.buffer.as_str(), s.version + 1))
+                        .copied()
+                        .unwrap_or("?");
+                    return Err(Hazard {
+                        backward: d.name.clone(),
+                        buffer: s.buffer.clone(),
+                        saved_by: s.by.clone(),
+                        saved_version: s.version,
+                        overwritten_by: by.to_string(),
+                        version: now,
+                    });
+                }
+            }
+            for b in d.bindings.iter().filter(|b| b.access == Access::ReadWrite) {
+                let v = version.entry(b.buffer.as_str()).or_insert(0);
+                *v += 1;
+                writers.insert((b.buffer.as_str(), *v), d.name.as_str());
+            }
+        }
         Ok(())
+    }
+
+    /// The distinct tensors the forward saves for the backward, with their bytes (inputs too).
+    pub fn saved_tensors(&self) -> Vec<(String, u64)> {
+        let mut out: Vec<(String, u64)> = Vec::new();
+        for s in self.dispatches.iter().flat_map(|d| &d.saved) {
+            if !out.iter().any(|(n, _)| *n == s.buffer) {
+                out.push((
+                    s.buffer.clone(),
+                    self.buffer(&s.buffer).map_or(0, |b| b.bytes),
+                ));
+            }
+        }
+        out
+    }
+
+    /// Dispatches of one phase.
+    pub fn phase_len(&self, phase: Phase) -> usize {
+        self.dispatches.iter().filter(|d| d.phase == phase).count()
+    }
+}
+
+/// A backward dispatch that would read a saved tensor overwritten after it was saved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Hazard {
+    pub backward: String,
+    pub buffer: String,
+    pub saved_by: String,
+    pub saved_version: u32,
+    pub overwritten_by: String,
+    pub version: u32,
+}
+
+impl std::fmt::Display for Hazard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "in-place hazard: backward dispatch `{}` needs `{}` as saved for `{}` (version {}), \
+             but the in-place dispatch `{}` overwrote it (now version {}): autograd would raise \
+             \"one of the variables needed for gradient computation has been modified by an \
+             inplace operation\"",
+            self.backward,
+            self.buffer,
+            self.saved_by,
+            self.saved_version,
+            self.overwritten_by,
+            self.version
+        )
     }
 }
 

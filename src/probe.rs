@@ -198,6 +198,8 @@ pub fn copy_plan(bytes: u64, max_dim: u32) -> Plan {
         ],
         dispatches: vec![Dispatch {
             name: "copy".into(),
+            phase: crate::plan::Phase::Forward,
+            saved: vec![],
             shader: COPY,
             entry: "main",
             overrides: vec![],
@@ -222,6 +224,8 @@ pub fn copy_plan(bytes: u64, max_dim: u32) -> Plan {
         config: vec![],
         notes: vec![],
         tile: None,
+        grads: vec![],
+        training_note: None,
     }
 }
 
@@ -237,6 +241,8 @@ pub fn fma_plan(f16: bool, workgroups: u64, iters: u32, max_dim: u32) -> Plan {
         buffers: vec![sink()],
         dispatches: vec![Dispatch {
             name: if f16 { "fma_f16" } else { "fma_f32" }.into(),
+            phase: crate::plan::Phase::Forward,
+            saved: vec![],
             shader: if f16 { FMA_F16 } else { FMA_F32 },
             entry: "main",
             overrides: vec![("ITERS".into(), iters as f64)],
@@ -255,6 +261,8 @@ pub fn fma_plan(f16: bool, workgroups: u64, iters: u32, max_dim: u32) -> Plan {
         config: vec![("ITERS".into(), iters as f64)],
         notes: vec![],
         tile: None,
+        grads: vec![],
+        training_note: None,
     }
 }
 
@@ -265,6 +273,7 @@ fn measure(runner: &mut Runner, plan: &Plan, reps: u32, unit: &str) -> Result<Ce
         v: vec![],
         dtype: crate::problem::DType::F32,
         bias: None,
+        d_o: None,
     };
     let m = runner.execute(
         plan,

@@ -224,6 +224,9 @@ pub struct Problem {
     /// a kernel's knobs; recorded in the plan's config.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<(String, f64)>,
+    /// Training mode (`--backward`): every plan adds the backward pass for the upstream gradient
+    /// dO ([`Inputs::d_o`]) after the forward in training mode, and the run validates dQ, dK, dV.
+    pub backward: bool,
 }
 
 /// Largest sequence length and head dimension accepted at all (the adapter may refuse smaller ones).
@@ -246,6 +249,7 @@ impl Problem {
             tile: None,
             tolerance: ToleranceMode::Pytorch,
             overrides: Vec::new(),
+            backward: false,
         }
     }
 
@@ -364,6 +368,9 @@ pub struct Inputs {
     pub dtype: DType,
     /// `[Bm, Hm, N, N]` additive bias (see [`BiasLayout`]), when the problem has one.
     pub bias: Option<Vec<f32>>,
+    /// The upstream gradient dO (`[B, H, N, D]`, rounded to `dtype`) of a training run
+    /// (`--backward`): drawn after V from the same stream, or read from `--do`.
+    pub d_o: Option<Vec<f32>>,
 }
 
 /// One uniform value in [-1, 1) from one u32 (see the module docs).
@@ -381,19 +388,39 @@ impl Inputs {
         let q = draw(n);
         let k = draw(n);
         let v = draw(n);
+        // dO comes after V, so Q, K and V are the same bits with and without --backward.
+        let d_o = p.backward.then(|| draw(n));
         Inputs {
             q,
             k,
             v,
             dtype: DType::F32,
             bias: None,
+            d_o,
         }
         .rounded_to(p.dtype)
     }
 
+    /// The generated upstream gradient of `p` alone (the fourth tensor of the seed's stream, as
+    /// [`Inputs::generate`] draws it), rounded to the run's dtype: for runs whose Q, K and V come
+    /// from files.
+    pub fn generate_d_o(p: &Problem) -> Vec<f32> {
+        let n = p.qkv_elems() as usize;
+        let mut rng = rand_pcg::Pcg32::seed_from_u64(p.seed);
+        for _ in 0..3 * n {
+            rng.next_u32();
+        }
+        (0..n)
+            .map(|_| p.dtype.round(unit_from_u32(rng.next_u32())))
+            .collect()
+    }
+
     /// Rounds Q, K and V once to `dtype` (the values the GPU and the reference then share).
     pub fn rounded_to(mut self, dtype: DType) -> Inputs {
-        for x in [&mut self.q, &mut self.k, &mut self.v] {
+        for x in [&mut self.q, &mut self.k, &mut self.v]
+            .into_iter()
+            .chain(self.d_o.as_mut())
+        {
             x.iter_mut().for_each(|v| *v = dtype.round(*v));
         }
         self.dtype = dtype;
@@ -407,6 +434,7 @@ impl Inputs {
             "Q" => Some(self.dtype.encode(&self.q)),
             "K" => Some(self.dtype.encode(&self.k)),
             "V" => Some(self.dtype.encode(&self.v)),
+            "dO" => self.d_o.as_ref().map(|g| self.dtype.encode(g)),
             "MASK" => self.bias.as_ref().map(|b| bytemuck::cast_slice(b).to_vec()),
             _ => None,
         }

@@ -101,6 +101,123 @@ pub fn low_precision_row(p: &Problem, x: &Inputs, row: RowId, sem: Semantics) ->
     out.iter().map(|o| p.dtype.round(o / l) as f64).collect()
 }
 
+/// The gradients of one head, each `[N, D]` row-major (row i of dQ is query i; row j of dK and dV
+/// is key j).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadGrads {
+    pub dq: Vec<f64>,
+    pub dk: Vec<f64>,
+    pub dv: Vec<f64>,
+}
+
+/// The backward of head `bh` for the upstream gradient [`Inputs::d_o`]: the oracle of
+/// `--backward` (with `lp = false`) and its low-precision twin (`lp = true`).
+///
+/// Forward as [`reference_row_with`]: S = scale·Q·Kᵀ + bias on the allowed pairs, P = softmax
+/// (a fully-masked row is all 0 or all NaN per `sem`). Then, as autograd runs the textbook code:
+/// dV = Pᵀ·dO; dP = dO·Vᵀ; dS = P ∘ (dP − rowsum(dP ∘ P)); dS = 0 where the mask blocks
+/// (masked_fill's backward, so a fully-masked row of a NaN variant gives dS = 0 and dQ = 0 while
+/// its NaN P still reaches every dV row of the head); dS *= scale; dQ = dS·K; dK = dSᵀ·Q.
+///
+/// The twin computes the same in f32 arithmetic and rounds where FlashAttention-2's backward
+/// rounds to the storage dtype: P before dV = Pᵀ·dO, dS before dQ and dK, and the three outputs.
+pub fn backward_head(p: &Problem, x: &Inputs, bh: u64, sem: Semantics, lp: bool) -> HeadGrads {
+    let n = p.seq as usize;
+    let d = p.head_dim as usize;
+    let base = bh as usize * n * d;
+    let d_o = x
+        .d_o
+        .as_deref()
+        .expect("a training problem's inputs hold dO");
+    let row = |t: &'_ [f32], i: usize| -> Vec<f64> {
+        t[base + i * d..base + (i + 1) * d]
+            .iter()
+            .map(|v| *v as f64)
+            .collect()
+    };
+    let (q, k, v, g): (Vec<_>, Vec<_>, Vec<_>, Vec<_>) = (
+        (0..n).map(|i| row(&x.q, i)).collect(),
+        (0..n).map(|i| row(&x.k, i)).collect(),
+        (0..n).map(|i| row(&x.v, i)).collect(),
+        (0..n).map(|i| row(d_o, i)).collect(),
+    );
+    // f32 arithmetic (twin) or f64; rounding to the storage dtype (twin) or none.
+    let f = |a: f64| if lp { a as f32 as f64 } else { a };
+    let r = |a: f64| {
+        if lp {
+            p.dtype.round(a as f32) as f64
+        } else {
+            a
+        }
+    };
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).fold(0.0, |acc, (x, y)| f(acc + x * y));
+    let scale = p.scale as f64;
+    let mut pm = vec![0.0f64; n * n];
+    let mut allowed = vec![false; n * n];
+    for i in 0..n {
+        let mut mx = f64::NEG_INFINITY;
+        for j in 0..n {
+            let b = if p.causal && j > i {
+                f64::NEG_INFINITY
+            } else {
+                bias_at(p, x, bh, i as u64, j as u64) as f64
+            };
+            if b == f64::NEG_INFINITY {
+                continue;
+            }
+            allowed[i * n + j] = true;
+            let s = f(f(dot(&q[i], &k[j]) * scale) + b);
+            pm[i * n + j] = s;
+            mx = mx.max(s);
+        }
+        if mx == f64::NEG_INFINITY {
+            let fill = match sem {
+                Semantics::Zero => 0.0,
+                Semantics::Nan => f64::NAN,
+            };
+            pm[i * n..(i + 1) * n].fill(fill);
+            continue;
+        }
+        let mut sum = 0.0;
+        for j in 0..n {
+            if allowed[i * n + j] {
+                pm[i * n + j] = f((pm[i * n + j] - mx).exp());
+                sum = f(sum + pm[i * n + j]);
+            } else {
+                pm[i * n + j] = 0.0;
+            }
+        }
+        for j in 0..n {
+            pm[i * n + j] = f(pm[i * n + j] / sum);
+        }
+    }
+    let mut dq = vec![0.0f64; n * d];
+    let mut dk = vec![0.0f64; n * d];
+    let mut dv = vec![0.0f64; n * d];
+    for i in 0..n {
+        let dp: Vec<f64> = (0..n).map(|j| dot(&g[i], &v[j])).collect();
+        let di = (0..n).fold(0.0, |acc, j| f(acc + pm[i * n + j] * dp[j]));
+        for j in 0..n {
+            let pij = pm[i * n + j];
+            let prd = r(pij);
+            let ds = if allowed[i * n + j] {
+                r(f(f(pij * f(dp[j] - di)) * scale))
+            } else {
+                0.0
+            };
+            for c in 0..d {
+                dv[j * d + c] = f(dv[j * d + c] + prd * g[i][c]);
+                dq[i * d + c] = f(dq[i * d + c] + ds * k[j][c]);
+                dk[j * d + c] = f(dk[j * d + c] + ds * q[i][c]);
+            }
+        }
+    }
+    for t in [&mut dq, &mut dk, &mut dv] {
+        t.iter_mut().for_each(|a| *a = r(*a));
+    }
+    HeadGrads { dq, dk, dv }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,5 +288,101 @@ mod tests {
         assert!(nan.iter().all(|v| v.is_nan()));
         let ok = reference_row_with(&p, &x, RowId { bh: 1, i: 1 }, Semantics::Nan);
         assert!(ok.iter().all(|v| v.is_finite()));
+    }
+    /// Proves the backward oracle by central finite differences in f64: for the loss
+    /// sum(O ∘ dO), dL/dQ, dL/dK, dL/dV must match `backward_head` on tiny shapes with causal,
+    /// a float mask and key padding.
+    #[test]
+    fn the_backward_oracle_matches_finite_differences() {
+        use crate::mask::{MaskValues, UserMask};
+        let cases: Vec<(bool, bool)> = vec![(false, false), (true, false), (true, true)];
+        for (causal, masked) in cases {
+            let mut p = Problem::new(2, 1, 5, 3, causal, 11);
+            p.backward = true;
+            let mut x = Inputs::generate(&p);
+            if masked {
+                let values: Vec<f32> = (0..25).map(|e| ((e * 7) % 5) as f32 * 0.3 - 0.5).collect();
+                let user = UserMask {
+                    shape: vec![5, 5],
+                    values: MaskValues::Float(values),
+                    source: "test".into(),
+                };
+                // A float mask on top of key padding (batch 1 keeps its first 3 keys).
+                normalize(&mut p, &mut x, Some(&user), Convention::Sdpa, Some(&[5, 3])).unwrap();
+            }
+            let (n, d) = (5usize, 3usize);
+            let loss = |x: &Inputs, bh: u64| -> f64 {
+                let g = x.d_o.as_ref().unwrap();
+                (0..n as u64)
+                    .map(|i| {
+                        let o = reference_row(&p, x, RowId { bh, i });
+                        let at = (bh as usize * n + i as usize) * d;
+                        o.iter()
+                            .zip(&g[at..at + d])
+                            .map(|(a, b)| a * *b as f64)
+                            .sum::<f64>()
+                    })
+                    .sum()
+            };
+            for bh in 0..2u64 {
+                let grads = backward_head(&p, &x, bh, Semantics::Zero, false);
+                let h = 1e-3f32;
+                for (which, exact) in [(0, &grads.dq), (1, &grads.dk), (2, &grads.dv)] {
+                    for (e, &want) in exact.iter().enumerate() {
+                        let at = bh as usize * n * d + e;
+                        let bump = |delta: f32| {
+                            let mut y = x.clone();
+                            let t = match which {
+                                0 => &mut y.q,
+                                1 => &mut y.k,
+                                _ => &mut y.v,
+                            };
+                            t[at] += delta;
+                            loss(&y, bh)
+                        };
+                        let fd = (bump(h) - bump(-h)) / (2.0 * h as f64);
+                        let err = (fd - want).abs();
+                        assert!(
+                            err < 1e-5 * (1.0 + want.abs()),
+                            "causal={causal} masked={masked} head {bh} tensor {which} elem {e}: \
+                             finite difference {fd} vs oracle {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_backward_twin_is_close_and_a_nan_row_poisons_dv_only() {
+        let mut p = Problem::new(1, 1, 32, 8, true, 2);
+        p.backward = true;
+        p.dtype = crate::problem::DType::F16;
+        let x = Inputs::generate(&p);
+        let a = backward_head(&p, &x, 0, Semantics::Zero, false);
+        let b = backward_head(&p, &x, 0, Semantics::Zero, true);
+        let worst =
+            a.dq.iter()
+                .chain(&a.dk)
+                .chain(&a.dv)
+                .zip(b.dq.iter().chain(&b.dk).chain(&b.dv))
+                .map(|(u, v)| (u - v).abs())
+                .fold(0.0, f64::max);
+        assert!(worst > 0.0 && worst < 2e-2, "{worst}");
+        // Key padding 0 for the only batch element: every row fully masked.
+        let mut p = Problem::new(1, 1, 4, 2, false, 2);
+        p.backward = true;
+        let mut x = Inputs::generate(&p);
+        normalize(&mut p, &mut x, None, Convention::Sdpa, Some(&[0])).unwrap();
+        let nan = backward_head(&p, &x, 0, Semantics::Nan, false);
+        assert!(nan.dv.iter().all(|v| v.is_nan()));
+        assert!(nan.dq.iter().chain(&nan.dk).all(|v| *v == 0.0));
+        let zero = backward_head(&p, &x, 0, Semantics::Zero, false);
+        assert!(zero
+            .dq
+            .iter()
+            .chain(&zero.dk)
+            .chain(&zero.dv)
+            .all(|v| *v == 0.0));
     }
 }

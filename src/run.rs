@@ -16,6 +16,8 @@ use crate::{variants, Error, Result};
 #[derive(Debug, Clone, Serialize)]
 pub struct DispatchRow {
     pub name: String,
+    /// Forward or backward (training runs).
+    pub phase: crate::plan::Phase,
     pub shader: String,
     pub entry: String,
     /// Calls over the recorded forwards.
@@ -119,8 +121,49 @@ pub struct VariantRun {
     /// What this variant returns for a row in which no key takes part.
     pub fully_masked_rows: Option<Semantics>,
     pub measurement: Option<Measurement>,
+    /// Training runs (`--backward`): the two passes, the saved tensors, the gradients' checks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub training: Option<Training>,
     #[serde(skip)]
     pub plan: Option<Plan>,
+}
+
+/// What a training step of one variant did: the forward in training mode and the backward, each
+/// with its dispatches (predicted from the plan, observed in the timestamps), GPU time (the sum
+/// of its dispatches per step, median and percentiles) and bytes moved (the traffic model); the
+/// tensors the forward saves for the backward; the step's peak memory; dQ, dK, dV validated.
+#[derive(Debug, Clone, Serialize)]
+pub struct Training {
+    pub forward_dispatches: usize,
+    pub backward_dispatches: usize,
+    pub observed_forward_dispatches: usize,
+    pub observed_backward_dispatches: usize,
+    pub forward_gpu_us: Option<Stats>,
+    pub backward_gpu_us: Option<Stats>,
+    pub forward_bytes: u64,
+    pub backward_bytes: u64,
+    pub backward_flops: u64,
+    /// (buffer, bytes) the backward reads as saved, inputs included.
+    pub saved: Vec<(String, u64)>,
+    /// The saved bytes beyond the inputs Q, K, V and the mask: P (N x N) for the materialized
+    /// variants, L (B*H*N floats) and O for the fused ones.
+    pub saved_beyond_inputs_bytes: u64,
+    /// Peak device memory of the training step: every buffer of the plan, which the runner
+    /// allocates at once and holds for the whole step (predicted = allocated).
+    pub peak_bytes: u64,
+    /// Whether the variant's in-place steps are safe for training, and why.
+    pub in_place: Option<String>,
+    pub grads: Vec<crate::validate::GradValidation>,
+}
+
+impl Training {
+    pub fn passed(&self) -> bool {
+        !self.grads.is_empty()
+            && self
+                .grads
+                .iter()
+                .all(|g| g.verdict == crate::validate::Verdict::Pass)
+    }
 }
 
 impl VariantRun {
@@ -142,6 +185,7 @@ impl VariantRun {
             validation: None,
             fully_masked_rows: variants::find(variant).ok().map(|v| v.fully_masked),
             measurement: None,
+            training: None,
             plan: None,
         }
     }
@@ -151,10 +195,12 @@ impl VariantRun {
         self.status == RunStatus::Ok
     }
 
+    /// O passes and, in a training run, dQ, dK and dV too.
     pub fn passed(&self) -> bool {
         self.validation
             .as_ref()
             .is_some_and(|v| v.verdict == crate::validate::Verdict::Pass)
+            && self.training.as_ref().is_none_or(|t| t.passed())
     }
 }
 
@@ -175,6 +221,7 @@ pub fn summarize(
             None => {
                 rows.push(DispatchRow {
                     name: d.name.clone(),
+                    phase: d.phase,
                     shader: d.shader.label(),
                     entry: d.entry.into(),
                     calls: 0,
@@ -290,6 +337,7 @@ pub fn run_variant(
     let observed = m.reps.first().map_or(0, |r| {
         r.dispatch_gpu_us.iter().filter(|t| t.is_some()).count()
     });
+    let training = p.backward.then(|| training(p, x, &plan, &m, sem));
     Ok(VariantRun {
         variant: variant.into(),
         status: RunStatus::Ok,
@@ -306,6 +354,60 @@ pub fn run_variant(
         validation: Some(validation),
         fully_masked_rows: Some(sem),
         measurement: Some(m),
+        training,
         plan: Some(plan),
     })
+}
+
+/// The training figures of a run of a training plan (see [`Training`]).
+fn training(p: &Problem, x: &Inputs, plan: &Plan, m: &Measurement, sem: Semantics) -> Training {
+    use crate::plan::Phase;
+    let of = |phase: Phase| -> Vec<usize> {
+        (0..plan.dispatches.len())
+            .filter(|i| plan.dispatches[*i].phase == phase)
+            .collect()
+    };
+    let (fwd, bwd) = (of(Phase::Forward), of(Phase::Backward));
+    let time = |idx: &[usize]| {
+        Stats::of_all(m.reps.iter().map(|r| {
+            idx.iter()
+                .map(|&i| r.dispatch_gpu_us[i])
+                .sum::<Option<f64>>()
+        }))
+    };
+    let observed = |idx: &[usize]| {
+        m.reps.first().map_or(0, |r| {
+            idx.iter()
+                .filter(|&&i| r.dispatch_gpu_us[i].is_some())
+                .count()
+        })
+    };
+    let bytes = |idx: &[usize]| -> u64 {
+        idx.iter()
+            .map(|&i| plan.dispatches[i].reads_bytes + plan.dispatches[i].writes_bytes)
+            .sum()
+    };
+    let saved = plan.saved_tensors();
+    let inputs = ["Q", "K", "V", crate::kernels::MASK];
+    let heads = crate::validate::heads_to_check(p);
+    Training {
+        forward_dispatches: fwd.len(),
+        backward_dispatches: bwd.len(),
+        observed_forward_dispatches: observed(&fwd),
+        observed_backward_dispatches: observed(&bwd),
+        forward_gpu_us: time(&fwd),
+        backward_gpu_us: time(&bwd),
+        forward_bytes: bytes(&fwd),
+        backward_bytes: bytes(&bwd),
+        backward_flops: bwd.iter().map(|&i| plan.dispatches[i].flops).sum(),
+        saved_beyond_inputs_bytes: saved
+            .iter()
+            .filter(|(n, _)| !inputs.contains(&n.as_str()))
+            .map(|(_, b)| b)
+            .sum(),
+        saved,
+        peak_bytes: plan.total_bytes(),
+        in_place: plan.training_note.clone(),
+        grads: crate::validate::validate_grads(p, x, &m.grads, &heads, sem),
+    }
 }

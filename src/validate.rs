@@ -327,6 +327,171 @@ pub fn row_is_fully_masked(p: &Problem, x: &Inputs, row: RowId) -> bool {
     (0..keys).all(|j| crate::mask::bias_at(p, x, row.bh, row.i, j) == f32::NEG_INFINITY)
 }
 
+/// Budget of multiply-adds the backward oracle and its twin may spend before validating the
+/// gradients of a sample of heads only.
+pub const GRAD_MAC_BUDGET: u64 = 1 << 29;
+
+/// The fudge factor of the `pytorch` rule for the gradients (as for O: PyTorch's fused-SDPA
+/// gradient tests use 4 to 160 depending on the tensor and length; this tool keeps 4).
+pub const GRAD_FUDGE: f64 = 4.0;
+
+/// Which heads' gradients to check: all of them when the backward oracle is cheap enough, else
+/// the first, the last and a seeded sample within [`GRAD_MAC_BUDGET`].
+pub fn heads_to_check(p: &Problem) -> Vec<u64> {
+    let n = p.seq as u64;
+    let per_head = 2 * 3 * n * n * p.head_dim as u64;
+    let bh = p.bh();
+    if bh * per_head <= GRAD_MAC_BUDGET {
+        return (0..bh).collect();
+    }
+    let want = (GRAD_MAC_BUDGET / per_head.max(1)).clamp(2, bh);
+    let mut rng = rand_pcg::Pcg32::seed_from_u64(p.seed ^ 0x0b4c_6a7d);
+    let mut heads = vec![0, bh - 1];
+    while (heads.len() as u64) < want {
+        heads.push(rng.next_u64() % bh);
+        heads.sort();
+        heads.dedup();
+    }
+    heads
+}
+
+/// The check of one gradient tensor (dQ, dK or dV) against the f64 backward oracle
+/// ([`crate::reference::backward_head`]), under the `pytorch` rule with [`GRAD_FUDGE`]: worst
+/// element, NaN/Inf counts, and the ratio of the error to the low-precision twin's.
+#[derive(Debug, Clone, Serialize)]
+pub struct GradValidation {
+    pub tensor: String,
+    pub verdict: Verdict,
+    pub max_abs_err: f64,
+    pub max_rel_err: f64,
+    pub max_tol_ratio: f64,
+    /// (b, h, i, d): i is the query row for dQ, the key for dK and dV.
+    pub worst: Option<Worst>,
+    pub nan_count: u64,
+    pub inf_count: u64,
+    /// NaN where the oracle is NaN too (a NaN variant's fully-masked rows reach all of dV).
+    pub expected_nan_count: u64,
+    pub heads_checked: u64,
+    pub heads_total: u64,
+    pub atol: f64,
+    pub rtol: f64,
+    pub lp_ref_max_abs_err: f64,
+    pub err_ratio_to_lp_ref: Option<f64>,
+}
+
+/// Checks `grads` (dQ, dK, dV, each the whole `[B, H, N, D]`) on `heads`.
+pub fn validate_grads(
+    p: &Problem,
+    x: &Inputs,
+    grads: &[Vec<f32>],
+    heads: &[u64],
+    sem: Semantics,
+) -> Vec<GradValidation> {
+    let nd = p.seq as usize * p.head_dim as usize;
+    let refs: Vec<(
+        u64,
+        crate::reference::HeadGrads,
+        crate::reference::HeadGrads,
+    )> = heads
+        .iter()
+        .map(|&h| {
+            (
+                h,
+                crate::reference::backward_head(p, x, h, sem, false),
+                crate::reference::backward_head(p, x, h, sem, true),
+            )
+        })
+        .collect();
+    let names = ["dQ", "dK", "dV"];
+    let pick = |g: &crate::reference::HeadGrads, t: usize| -> Vec<f64> {
+        match t {
+            0 => g.dq.clone(),
+            1 => g.dk.clone(),
+            _ => g.dv.clone(),
+        }
+    };
+    (0..3)
+        .map(|t| {
+            let lp_err = refs
+                .iter()
+                .flat_map(|(_, r, lp)| pick(r, t).into_iter().zip(pick(lp, t)).collect::<Vec<_>>())
+                .filter(|(a, b)| a.is_finite() && b.is_finite())
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f64, f64::max);
+            let d = pytorch_defaults(p.dtype);
+            let tol = Tolerance {
+                atol: GRAD_FUDGE * lp_err.max(d.atol),
+                rtol: GRAD_FUDGE * d.rtol,
+            };
+            let mut v = GradValidation {
+                tensor: names[t].into(),
+                verdict: Verdict::Pass,
+                max_abs_err: 0.0,
+                max_rel_err: 0.0,
+                max_tol_ratio: 0.0,
+                worst: None,
+                nan_count: 0,
+                inf_count: 0,
+                expected_nan_count: 0,
+                heads_checked: heads.len() as u64,
+                heads_total: p.bh(),
+                atol: tol.atol,
+                rtol: tol.rtol,
+                lp_ref_max_abs_err: lp_err,
+                err_ratio_to_lp_ref: None,
+            };
+            let Some(gpu) = grads.get(t).filter(|g| g.len() as u64 == p.qkv_elems()) else {
+                v.verdict = Verdict::Fail;
+                return v;
+            };
+            let mut worst = -1.0f64;
+            for (h, r, _) in &refs {
+                let base = *h as usize * nd;
+                for (e, rv) in pick(r, t).into_iter().enumerate() {
+                    let g = gpu[base + e] as f64;
+                    let ratio = if rv.is_nan() {
+                        if g.is_nan() {
+                            v.expected_nan_count += 1;
+                            0.0
+                        } else {
+                            f64::INFINITY
+                        }
+                    } else if g.is_nan() {
+                        v.nan_count += 1;
+                        f64::INFINITY
+                    } else if g.is_infinite() {
+                        v.inf_count += 1;
+                        f64::INFINITY
+                    } else {
+                        let err = (g - rv).abs();
+                        v.max_abs_err = v.max_abs_err.max(err);
+                        v.max_rel_err = v.max_rel_err.max(err / rv.abs().max(REL_ERR_FLOOR));
+                        err / (tol.atol + tol.rtol * rv.abs())
+                    };
+                    if ratio > worst {
+                        worst = ratio;
+                        let dd = p.head_dim as u64;
+                        v.worst = Some(Worst {
+                            b: h / p.heads as u64,
+                            h: h % p.heads as u64,
+                            i: e as u64 / dd,
+                            d: e as u64 % dd,
+                            gpu: g,
+                            reference: rv,
+                        });
+                    }
+                }
+            }
+            v.max_tol_ratio = worst.max(0.0);
+            if v.nan_count > 0 || v.inf_count > 0 || worst > 1.0 {
+                v.verdict = Verdict::Fail;
+            }
+            v.err_ratio_to_lp_ref = (lp_err > 0.0).then(|| v.max_abs_err / lp_err);
+            v
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -109,6 +109,11 @@ pub struct ShapeArgs {
     /// PyTorch) or `strict` (attn-wgpu's fixed per-dtype tolerances). Both verdicts are reported.
     #[arg(long, default_value = "pytorch")]
     pub tolerance: String,
+    /// Training mode: the forward in training mode, then the backward for a seeded random upstream
+    /// gradient dO (`run`: or --do FILE); dQ, dK and dV validated against the f64 oracle, each
+    /// pass timed, the saved tensors and the step's peak memory reported.
+    #[arg(long)]
+    pub backward: bool,
 }
 
 impl ShapeArgs {
@@ -139,6 +144,7 @@ impl ShapeArgs {
         );
         p.dtype = self.dtype()?.unwrap_or(DType::F32);
         p.tolerance = self.tolerance()?;
+        p.backward = self.backward;
         if let Some(s) = self.scale {
             p.scale = s;
         }

@@ -55,8 +55,18 @@ pub struct RunArgs {
     /// Write the output O as .npy (the run's dtype; bf16 as float32), atomically. One variant only.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Write the inputs (q.npy, k.npy, v.npy and, with a mask, mask.npy: the normalized additive
-    /// float32 bias) into this folder, to reproduce the run in PyTorch (bench/torch_sdpa.py --inputs).
+    /// With --backward: the upstream gradient dO from a .npy file ([B, H, N, D], float32 or
+    /// float16, rounded to the run's dtype; with --q, the dtype of --q). Default: drawn from the
+    /// seed after V.
+    #[arg(long = "do", value_name = "FILE")]
+    d_o: Option<PathBuf>,
+    /// With --backward: write dq.npy, dk.npy and dv.npy (the run's dtype; bf16 as float32) into
+    /// this folder, atomically. One variant only.
+    #[arg(long)]
+    grad_out: Option<PathBuf>,
+    /// Write the inputs (q.npy, k.npy, v.npy, with --backward do.npy and, with a mask, mask.npy:
+    /// the normalized additive float32 bias) into this folder, to reproduce the run in PyTorch
+    /// (bench/torch_sdpa.py --inputs).
     #[arg(long)]
     save_inputs: Option<PathBuf>,
     #[command(flatten)]
@@ -186,12 +196,14 @@ fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, bool)> {
         );
         p.dtype = dtype_arg.unwrap_or(q.dtype);
         p.tolerance = a.shape.tolerance()?;
+        p.backward = a.shape.backward;
         let x = Inputs {
             q: q.values,
             k: k.values,
             v: v.values,
             dtype: DType::F32,
             bias: None,
+            d_o: None,
         }
         .rounded_to(p.dtype);
         (p, x, true)
@@ -203,6 +215,7 @@ fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, bool)> {
             v: vec![],
             dtype: p.dtype,
             bias: None,
+            d_o: None,
         };
         (p, x, false)
     };
@@ -230,6 +243,9 @@ fn save_inputs(dir: &Path, p: &Problem, x: &Inputs) -> anyhow::Result<()> {
     ];
     for (name, data) in [("q.npy", &x.q), ("k.npy", &x.k), ("v.npy", &x.v)] {
         npy::write(&dir.join(name), &shape, p.dtype, data)?;
+    }
+    if let Some(g) = &x.d_o {
+        npy::write(&dir.join("do.npy"), &shape, p.dtype, g)?;
     }
     if let (Some(l), Some(b)) = (p.mask.bias, &x.bias) {
         let mshape = [l.batch as u64, l.heads as u64, p.seq as u64, p.seq as u64];
@@ -278,6 +294,43 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         }
         check_out_path("--out", path)?;
     }
+    if !a.shape.backward {
+        for (flag, given) in [
+            ("--do", a.d_o.is_some()),
+            ("--grad-out", a.grad_out.is_some()),
+        ] {
+            if given {
+                return Err(bad(format!(
+                    "{flag} belongs to a training run: add --backward"
+                )));
+            }
+        }
+    }
+    let grad_files: Vec<PathBuf> = match &a.grad_out {
+        Some(d) => {
+            if matches!(selection, Selection::All) {
+                return Err(bad(
+                    "--grad-out writes one variant's gradients: pick one variant (or auto), not all"
+                        .into(),
+                ));
+            }
+            if !d.is_dir() {
+                return Err(bad(format!(
+                    "--grad-out {}: no such folder (create it first)",
+                    d.display()
+                )));
+            }
+            let files: Vec<PathBuf> = ["dq.npy", "dk.npy", "dv.npy"]
+                .iter()
+                .map(|f| d.join(f))
+                .collect();
+            for f in &files {
+                check_out_path("--grad-out", f)?;
+            }
+            files
+        }
+        None => vec![],
+    };
     if let Some(t) = &a.trace {
         check_out_path("--trace", t)?;
     }
@@ -286,7 +339,7 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     }
     // Inputs and outputs: no output may name an input or another output (compared as files).
     let saved: Vec<PathBuf> = match &a.save_inputs {
-        Some(d) => ["q.npy", "k.npy", "v.npy", "mask.npy"]
+        Some(d) => ["q.npy", "k.npy", "v.npy", "mask.npy", "do.npy"]
             .iter()
             .map(|f| d.join(f))
             .collect(),
@@ -299,6 +352,7 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             ("--k", &a.k),
             ("--v", &a.v),
             ("--mask", &a.mask),
+            ("--do", &a.d_o),
             ("--probe", &a.probe),
             ("--tune", &a.tile.tune),
         ];
@@ -317,6 +371,7 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
                     .filter_map(|(flag, p)| p.as_deref().map(|p| Named::output(flag, p))),
             )
             .chain(saved.iter().map(|s| Named::output("--save-inputs", s)))
+            .chain(grad_files.iter().map(|s| Named::output("--grad-out", s)))
             .collect();
         super::check_distinct(&named)?;
     }
@@ -333,6 +388,10 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     }
     let (mut p, mut x, from_files) = problem(&a)?;
     p.overrides = overrides;
+    let d_o = match &a.d_o {
+        Some(path) => Some(read_d_o(path, &p, a.q.as_deref())?),
+        None => None,
+    };
     let names: Vec<String> = match &selection {
         Selection::All => variants::names().into_iter().map(String::from).collect(),
         Selection::Auto => vec![],
@@ -382,6 +441,11 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         let bias = x.bias.take();
         x = Inputs::generate(&p);
         x.bias = bias;
+    } else if p.backward {
+        x.d_o = Some(Inputs::generate_d_o(&p));
+    }
+    if d_o.is_some() {
+        x.d_o = d_o;
     }
     if let Some(d) = &a.save_inputs {
         save_inputs(d, &p, &x)?;
@@ -518,9 +582,60 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             eprintln!("output written to {}", path.display());
         }
     }
+    if !grad_files.is_empty() {
+        if let Some(m) = runs.first().and_then(|r| r.measurement.as_ref()) {
+            let shape = [
+                p.batch as u64,
+                p.heads as u64,
+                p.seq as u64,
+                p.head_dim as u64,
+            ];
+            for (path, g) in grad_files.iter().zip(&m.grads) {
+                npy::write(&dest(path), &shape, p.dtype, g)?;
+            }
+            eprintln!(
+                "gradients written to {}",
+                a.grad_out
+                    .as_ref()
+                    .map_or(String::new(), |d| d.display().to_string())
+            );
+        }
+    }
     if !failed.is_empty() {
         eprintln!("validation FAILED: {}", failed.join(", "));
         return Ok(3);
     }
     Ok(0)
+}
+
+/// `--do FILE`: the upstream gradient, of the problem's shape, float32 or float16 (with --q, of
+/// its dtype), rounded to the run's dtype (exit 2 naming what does not match).
+fn read_d_o(path: &Path, p: &Problem, q: Option<&Path>) -> anyhow::Result<Vec<f32>> {
+    let t = npy::read_qkv(path)?;
+    let want = [
+        p.batch as u64,
+        p.heads as u64,
+        p.seq as u64,
+        p.head_dim as u64,
+    ];
+    if t.shape != want {
+        return Err(bad(format!(
+            "--do {}: expected shape {want:?} ([B, H, N, D] of the run), got {:?}",
+            path.display(),
+            t.shape
+        )));
+    }
+    if let Some(qp) = q {
+        let qt = npy::read_qkv(qp)?;
+        if qt.dtype != t.dtype {
+            return Err(bad(format!(
+                "--do {}: expected dtype {} (the dtype of {}), got {}",
+                path.display(),
+                qt.dtype.name(),
+                qp.display(),
+                t.dtype.name()
+            )));
+        }
+    }
+    Ok(t.values.iter().map(|v| p.dtype.round(*v)).collect())
 }

@@ -58,6 +58,14 @@ pub fn cmd_tune(a: TuneArgs) -> anyhow::Result<u8> {
         check_out_path("--out", p)?;
     }
     let p = a.shape.problem(a.seq, &DEFAULTS)?;
+    if p.backward {
+        return Err(attn_wgpu::Error::InvalidProblem(
+            "--backward: tune measures the forward's tile choices; run `run --backward` or \
+             `sweep --backward` to time the training step"
+                .into(),
+        )
+        .into());
+    }
     attn_wgpu::budget::check_host(&p, 1)?;
     let wanted = features_of(std::slice::from_ref(&a.variant), p.dtype);
     let gpu = a.sel.open(wanted)?;

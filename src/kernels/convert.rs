@@ -18,6 +18,8 @@ pub fn to_f32(
     let elems = p.qkv_elems();
     Dispatch {
         name: format!("to_f32_{}", src.to_lowercase()),
+        phase: crate::plan::Phase::Forward,
+        saved: vec![],
         shader: kernel!("convert.wgsl", st, None),
         entry: "to_f32",
         overrides: vec![],
@@ -44,6 +46,8 @@ pub fn scale_f32(
     params.factor = factor;
     Dispatch {
         name: name.into(),
+        phase: crate::plan::Phase::Forward,
+        saved: vec![],
         shader: kernel!("convert.wgsl", Storage::F32, None),
         entry: "scale_f32",
         overrides: vec![],

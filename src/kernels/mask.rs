@@ -16,6 +16,8 @@ pub fn copy(st: Storage, params: Params, from: &str, to: &str, caps: &AdapterCap
     let bindings = vec![bind(from, Access::ReadWrite), bind(to, Access::ReadWrite)];
     Dispatch {
         name: "copy".into(),
+        phase: crate::plan::Phase::Forward,
+        saved: vec![],
         shader: kernel!("mask.wgsl", st, mask_slot(&bindings)),
         entry: "copy",
         overrides: vec![],
@@ -69,6 +71,8 @@ pub fn mask(p: &Problem, st: Storage, params: Params, s: &str, caps: &AdapterCap
     let causal_rows = n.is_multiple_of(4) && p.causal && p.mask.bias.is_none();
     Dispatch {
         name: "mask".into(),
+        phase: crate::plan::Phase::Forward,
+        saved: vec![],
         shader: kernel!("mask.wgsl", st, mask_slot(&bindings)),
         entry: if causal_rows {
             "causal_rows"

@@ -12,6 +12,8 @@ pub fn build_mask(p: &Problem, params: Params, m: &str, caps: &AdapterCaps) -> D
     let bindings = with_mask(p, vec![bind(m, Access::ReadWrite)]);
     Dispatch {
         name: "build_mask".into(),
+        phase: crate::plan::Phase::Forward,
+        saved: vec![],
         shader: kernel!("math_mask.wgsl", Storage::F32, mask_slot(&bindings)),
         entry: "build_mask",
         overrides: vec![],

@@ -72,6 +72,8 @@ pub fn row_step(step: RowStep, params: Params, caps: &AdapterCaps) -> Dispatch {
     };
     Dispatch {
         name: entry.into(),
+        phase: crate::plan::Phase::Forward,
+        saved: vec![],
         shader: shader!("math_rows.wgsl"),
         entry,
         overrides: vec![],

@@ -45,7 +45,9 @@ pub mod pv;
 pub mod qk;
 pub mod scale;
 pub mod softmax;
+pub mod softmax_bwd;
 pub mod tiled;
+pub mod tiled_bwd;
 pub mod tiled_coop;
 
 /// Embeds `shaders/<file>` behind the shared prelude `shaders/common.wgsl` (kernels that need no

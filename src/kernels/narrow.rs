@@ -16,6 +16,8 @@ pub fn to_dtype(
     let elems = p.qkv_elems();
     Dispatch {
         name: "to_dtype".into(),
+        phase: crate::plan::Phase::Forward,
+        saved: vec![],
         shader: kernel!("narrow.wgsl", st, None),
         entry: "to_dtype",
         overrides: vec![],

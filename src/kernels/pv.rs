@@ -23,6 +23,8 @@ pub fn pv(
     let io = count * n * d * st.elem_bytes();
     Ok(Dispatch {
         name: "pv".into(),
+        phase: crate::plan::Phase::Forward,
+        saved: vec![],
         shader: kernel!("pv.wgsl", st, None),
         entry: "main",
         overrides: vec![],
@@ -42,4 +44,18 @@ pub fn pv(
         flops: 2 * count * n * n * d,
         note: note.into(),
     })
+}
+
+/// `out` (`[count, N, D]` as `st`) = Pᵀ · `x` for P (`[count, N, N]` f32) named `p`: pv.wgsl
+/// with `TRANS` (P read by rows, staged transposed). The backward's dV = Pᵀ·dO and dK = dSᵀ·Q.
+pub fn ptv(
+    st: Storage,
+    params: Params,
+    [p, x, out]: [&str; 3],
+    caps: &AdapterCaps,
+    note: &str,
+) -> Result<Dispatch, String> {
+    let mut d = pv(st, params, [p, x, out], caps, note)?;
+    d.overrides = vec![("TRANS".into(), 1.0)];
+    Ok(d)
 }

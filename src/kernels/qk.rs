@@ -23,6 +23,8 @@ pub fn qk(
     let tiles = check_grid("N / 128 tiles", n.div_ceil(TILE), caps)?;
     Ok(Dispatch {
         name: "qk".into(),
+        phase: crate::plan::Phase::Forward,
+        saved: vec![],
         shader: kernel!("qk.wgsl", st, None),
         entry: "main",
         overrides: vec![],

@@ -8,6 +8,8 @@ pub fn scale(params: Params, s: &str, caps: &AdapterCaps) -> Dispatch {
     let nn = params.heads as u64 * params.seq as u64 * params.seq as u64;
     Dispatch {
         name: "scale".into(),
+        phase: crate::plan::Phase::Forward,
+        saved: vec![],
         shader: shader!("scale.wgsl"),
         entry: "main",
         overrides: vec![],

@@ -14,6 +14,8 @@ pub fn softmax(params: Params, s: &str, caps: &AdapterCaps) -> Dispatch {
     let max_dim = caps.max_workgroups_per_dimension;
     Dispatch {
         name: "softmax".into(),
+        phase: crate::plan::Phase::Forward,
+        saved: vec![],
         shader: if rows4 {
             shader!("softmax4.wgsl" + "softmax_combine.wgsl")
         } else {

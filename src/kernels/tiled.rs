@@ -222,17 +222,19 @@ pub(crate) fn fused_traffic(p: &Problem, br: u64) -> (u64, u64, u64) {
     (blocks, reads, bh * pairs * d * 4)
 }
 
-/// The fused kernel's bindings: Q, K, V, O, then MASK when the problem has one.
+/// The fused kernel's bindings: Q, K, V, O, in training mode L (the row logsumexp,
+/// shaders/tiled_lse.wgsl), then MASK when the problem has one.
 pub(crate) fn fused_bindings(p: &Problem) -> Vec<crate::plan::BindingDecl> {
-    with_mask(
-        p,
-        vec![
-            bind("Q", Access::Read),
-            bind("K", Access::Read),
-            bind("V", Access::Read),
-            bind("O", Access::ReadWrite),
-        ],
-    )
+    let mut b = vec![
+        bind("Q", Access::Read),
+        bind("K", Access::Read),
+        bind("V", Access::Read),
+        bind("O", Access::ReadWrite),
+    ];
+    if p.backward {
+        b.push(bind("L", Access::ReadWrite));
+    }
+    with_mask(p, b)
 }
 
 /// The one fused dispatch over all heads, `blocks` query blocks x B*H.
@@ -249,6 +251,8 @@ pub(crate) fn fused_dispatch(
     let heads = check_grid("B*H", p.bh(), caps)?;
     Ok(Dispatch {
         name: "attention".into(),
+        phase: crate::plan::Phase::Forward,
+        saved: vec![],
         shader,
         entry: "main",
         overrides,
@@ -294,7 +298,19 @@ pub fn attention(
     let mask = mask_slot(&fused_bindings(p));
     let (shader, overrides) = match cfg.kernel {
         TileKernel::Rt2 => (
-            kernel!("tiled_v2.wgsl" + "tiled_mask.wgsl", st, mask),
+            if p.backward {
+                kernel!(
+                    "tiled_v2.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl",
+                    st,
+                    mask
+                )
+            } else {
+                kernel!(
+                    "tiled_v2.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl",
+                    st,
+                    mask
+                )
+            },
             // Measured on the H200 at B8 H16 N1024 D64 causal (results/h200/2026-12-03-v16-rt2-knobs):
             // D as a pipeline constant 968 µs f32 against 1677 with D read at run time (the loops
             // over d unroll); the register prefetch of the next K/V block 862 against 968 µs (f16
@@ -312,14 +328,24 @@ pub fn attention(
                 "PREFETCH".to_string(),
                 if p.dtype == DType::F32 { 1.0 } else { 0.0 },
             )];
-            let shader = match reduce {
-                Reduce::Workgroup => kernel!(
-                    "tiled_rt.wgsl" + "tiled_rt_wg.wgsl" + "tiled_mask.wgsl",
+            let shader = match (reduce, p.backward) {
+                (Reduce::Workgroup, false) => kernel!(
+                    "tiled_rt.wgsl" + "tiled_rt_wg.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl",
                     st,
                     mask
                 ),
-                Reduce::Subgroup => kernel!(
-                    "tiled_rt.wgsl" + "tiled_rt_sg.wgsl" + "tiled_mask.wgsl",
+                (Reduce::Workgroup, true) => kernel!(
+                    "tiled_rt.wgsl" + "tiled_rt_wg.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl",
+                    st,
+                    mask
+                ),
+                (Reduce::Subgroup, false) => kernel!(
+                    "tiled_rt.wgsl" + "tiled_rt_sg.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl",
+                    st,
+                    mask
+                ),
+                (Reduce::Subgroup, true) => kernel!(
+                    "tiled_rt.wgsl" + "tiled_rt_sg.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl",
                     st,
                     mask
                 ),
@@ -328,6 +354,14 @@ pub fn attention(
         }
         TileKernel::Coop => {
             return Err("the cooperative-matrix kernel is built by kernels::tiled_coop".into())
+        }
+        TileKernel::Row if p.backward => {
+            return Err(format!(
+                "training (--backward) needs the row logsumexp from the forward, which the \
+                 row-per-thread kernel (tiled.wgsl, tile row:{}) does not keep; the register-tiled \
+                 kernels (tiles rt2, rt; D <= 64) do",
+                cfg.br
+            ))
         }
         TileKernel::Row => (
             kernel!("tiled.wgsl" + "tiled_mask.wgsl", st, mask),

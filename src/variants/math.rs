@@ -26,11 +26,12 @@ use crate::kernels::{
     math_mask::build_mask,
     math_rows::{row_step, RowStep},
     narrow::to_dtype,
-    pv::pv,
+    pv::{ptv, pv},
     qk::qk,
+    softmax_bwd::softmax_bwd,
     Storage,
 };
-use crate::plan::{Params, Plan, Role};
+use crate::plan::{save, Dispatch, Params, Plan, Role};
 use crate::problem::{DType, Problem};
 
 pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
@@ -85,6 +86,20 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         buffers.push(buf("O32", f32_bytes, Role::Intermediate, false));
     }
     buffers.push(buf("O", qkv, Role::Output, false));
+    if p.backward {
+        buffers.push(buf("dO", qkv, Role::Input, false));
+        buffers.push(buf("dP", nn_bytes, Role::Intermediate, true));
+        let mut f32s = vec!["dQs", "dKs"];
+        if narrow {
+            f32s.extend(["dOf", "dV32", "dQ32", "dK32"]);
+        }
+        for name in f32s {
+            buffers.push(buf(name, f32_bytes, Role::Intermediate, false));
+        }
+        for g in ["dQ", "dK", "dV"] {
+            buffers.push(buf(g, qkv, Role::Output, false));
+        }
+    }
 
     let all = Params::of(p);
     let mut dispatches = Vec::new();
@@ -123,9 +138,38 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
             caps,
             &format!("{out32} = P·V in f32"),
         )?);
+        if p.backward {
+            // Each chunk's backward right after its forward (the next chunk overwrites S).
+            if first == 0 && narrow {
+                dispatches
+                    .push(to_f32(p, st, all, "dO", "dOf", caps).backward("to_f32_do", vec![]));
+            }
+            let b = backward(params, vsrc, narrow, &dispatches, caps)?;
+            dispatches.extend(b);
+        }
     }
     if narrow {
         dispatches.push(to_dtype(p, st, all, ["O32", "O"], caps));
+    }
+    if p.backward {
+        // q and k were scaled by sqrt(|scale|) (k with the sign): so are their gradients.
+        let (dq, dk) = if narrow {
+            ("dQ32", "dK32")
+        } else {
+            ("dQ", "dK")
+        };
+        dispatches.push(
+            scale_f32(p, all, "scale_dq", ["dQs", dq], factor, caps).backward("scale_dq", vec![]),
+        );
+        dispatches.push(
+            scale_f32(p, all, "scale_dk", ["dKs", dk], k_factor, caps).backward("scale_dk", vec![]),
+        );
+        if narrow {
+            for (src, dst) in [("dQ32", "dQ"), ("dK32", "dK"), ("dV32", "dV")] {
+                let name = format!("to_dtype_{}", dst.to_lowercase());
+                dispatches.push(to_dtype(p, st, all, [src, dst], caps).backward(&name, vec![]));
+            }
+        }
     }
     let mut notes = vec![
         format!(
@@ -157,5 +201,78 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         ],
         notes,
         tile: None,
+        grads: if p.backward {
+            vec!["dQ".into(), "dK".into(), "dV".into()]
+        } else {
+            vec![]
+        },
+        training_note: p.backward.then(|| {
+            "safe for training: the safe softmax's three in-place passes (exp_sum, \
+             normalize_rows, where_zero) and the scaling write new values over S, but the \
+             backward treats them as one softmax (PyTorch's _safe_softmax), whose backward needs \
+             only its output P, saved after where_zero and never overwritten; qk's backward needs \
+             the scaled copies Qs and Ks, pv's P and V"
+                .to_string()
+        }),
     })
+}
+
+/// The backward of one chunk's forward, in f32 on the f32 copies: dV = Pᵀ·dO, dP = dO·Vᵀ, the
+/// safe softmax's backward, dQs = dS·Ks, dKs = dSᵀ·Qs (the scaling back to dQ, dK comes after
+/// the last chunk).
+fn backward(
+    params: Params,
+    vsrc: &str,
+    narrow: bool,
+    fwd: &[Dispatch],
+    caps: &AdapterCaps,
+) -> Result<Vec<Dispatch>, String> {
+    let (d_o, dv) = if narrow {
+        ("dOf", "dV32")
+    } else {
+        ("dO", "dV")
+    };
+    let after = |name: &str| {
+        let upto = fwd
+            .iter()
+            .rposition(|d| d.name == name)
+            .map_or(fwd.len(), |i| i + 1);
+        &fwd[..upto]
+    };
+    let p_saved = save(after("where_zero"), "S", "safe softmax");
+    Ok(vec![
+        ptv(
+            Storage::F32,
+            params,
+            ["S", d_o, dv],
+            caps,
+            "dV = Pᵀ·dO in f32",
+        )?
+        .backward("dv", vec![p_saved.clone()]),
+        qk(
+            Storage::F32,
+            params,
+            [d_o, vsrc, "dP"],
+            caps,
+            "dP = dO·Vᵀ in f32",
+        )?
+        .backward("dp", vec![save(after("pv"), vsrc, "pv")]),
+        softmax_bwd(params, ["dP", "S"], caps).backward("softmax_bwd", vec![p_saved]),
+        pv(
+            Storage::F32,
+            params,
+            ["dP", "Ks", "dQs"],
+            caps,
+            "dQs = dS·Ks in f32",
+        )?
+        .backward("dq", vec![save(after("qk"), "Ks", "qk")]),
+        ptv(
+            Storage::F32,
+            params,
+            ["dP", "Qs", "dKs"],
+            caps,
+            "dKs = dSᵀ·Qs in f32",
+        )?
+        .backward("dk", vec![save(after("qk"), "Qs", "qk")]),
+    ])
 }

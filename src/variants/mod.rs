@@ -5,6 +5,7 @@
 //! |-------------------|----------------|------------------------------------------------------------|
 //! | `unfused`         | `unfused.rs`   | qk.wgsl, scale.wgsl, mask.wgsl (`copy`, `in_place`), softmax.wgsl, pv.wgsl |
 //! | `unfused-inplace` | `unfused.rs`   | the same with mask.wgsl `in_place`                         |
+//! | `unfused-inplace-exp` | `unfused.rs` | the same with softmax as in-place math_rows.wgsl steps (`row_max`, `exp_sum`, `normalize_rows`) |
 //! | `tiled`           | `tiled.rs`     | tiled_rt.wgsl + tiled_rt_wg.wgsl (D <= 64), else tiled.wgsl |
 //! | `tiled-subgroup`  | `tiled.rs`     | tiled_rt.wgsl + tiled_rt_sg.wgsl                           |
 //! | `tiled-coop`      | `tiled.rs`     | tiled_coop.wgsl (f16, cooperative matrices)                |
@@ -13,6 +14,13 @@
 //! The kernels these plans are made of are units of their own: `src/kernels/<name>.rs` beside
 //! `shaders/<name>.wgsl` (see `kernels`). A variant is a value ([`VariantId`]); its name is
 //! compared only here and in the CLI's parser.
+//!
+//! # Training (`--backward`)
+//! With [`Problem::backward`] a builder appends the variant's backward (its kernels:
+//! softmax_bwd.wgsl, mask_bwd.wgsl, pv.wgsl `TRANS` and qk.wgsl for the materialized variants;
+//! tiled_bwd_*.wgsl for `tiled` and `tiled-subgroup`), declares the tensors each backward step
+//! reads as saved ([`crate::plan::Saved`]) and names the gradient buffers; [`plan`] refuses a
+//! backward that would read an overwritten saved tensor (the in-place hazard) with the reason.
 
 use serde::Serialize;
 
@@ -33,6 +41,7 @@ pub use crate::kernels::Storage;
 pub enum VariantId {
     Unfused,
     UnfusedInplace,
+    UnfusedInplaceExp,
     Math,
     Tiled,
     TiledSubgroup,
@@ -298,6 +307,19 @@ pub const VARIANTS: &[Variant] = &[
         tiles: false,
     },
     Variant {
+        id: VariantId::UnfusedInplaceExp,
+        name: "unfused-inplace-exp",
+        summary: "unfused-inplace with softmax as in-place steps (row max, S.exp_(), S.div_(sum)): 7 dispatches; its backward is refused (exp_'s saved output is overwritten by div_)",
+        needs: wgpu::Features::empty(),
+        requires: STORED_IN_DTYPE,
+        fully_masked: Semantics::Nan,
+        auto_rank: 35,
+        build: unfused::build_in_place_exp,
+        excludes: &[],
+        wants: wgpu::Features::empty(),
+        tiles: false,
+    },
+    Variant {
         id: VariantId::Math,
         name: "math",
         summary: "SDPA's MATH backend: f32 conversions, mask rebuilt per call, sqrt(scale) on q and k, safe softmax; ~15 dispatches",
@@ -427,6 +449,12 @@ pub fn plan(name: &str, p: &Problem, caps: &AdapterCaps) -> Result<Plan> {
     let mut plan = (v.build)(p, caps).map_err(incompatible)?;
     plan.variant = v.name.to_string();
     apply_overrides(&mut plan, &p.overrides).map_err(incompatible)?;
+    if p.backward && plan.grads.is_empty() {
+        return Err(incompatible("it has no backward (training) plan".into()));
+    }
+    // The in-place hazard is a property of the variant in training, not a builder bug.
+    plan.check_saved()
+        .map_err(|h| incompatible(format!("training: {h}")))?;
     plan.check()
         .map_err(|reason| incompatible(format!("internal plan error: {reason}")))?;
     Ok(plan)
@@ -495,7 +523,8 @@ pub struct AutoChoice {
 
 /// The documented rule of `--variant auto`.
 pub const AUTO_RULE: &str = "the compatible variant with the lowest auto_rank in the registry \
-    (tiled-coop 5 < tiled 10 < tiled-subgroup 15 < unfused-inplace 20 < unfused 30 < math 40: \
+    (tiled-coop 5 < tiled 10 < tiled-subgroup 15 < unfused-inplace 20 < unfused 30 < \
+    unfused-inplace-exp 35 < math 40: \
     the tensor-core kernel first where it runs (f16, cooperative matrices); then fewest estimated \
     bytes moved first, since attention is memory-bound and the fused kernels never write N x N; \
     between the two register-tiled fused kernels, which move the same bytes, the one that needs \

@@ -6,8 +6,8 @@
 use crate::gpu::AdapterCaps;
 pub use crate::kernels::tiled::{all_choices, candidates, choose, config_for, default_choice, BC};
 use crate::kernels::tiled::{attention, Reduce};
-use crate::kernels::{buf, check_binding, tiled_coop};
-use crate::plan::{Dispatch, Plan, Role};
+use crate::kernels::{buf, check_binding, tiled_bwd, tiled_coop};
+use crate::plan::{save, Dispatch, Plan, Role};
 use crate::problem::Problem;
 pub use crate::tile::{TileChoice, TileConfig, TileRequest, TileUsed, RT_PART_STORAGE, RT_STORAGE};
 
@@ -30,7 +30,7 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     let d = attention(p, caps, &cfg, Reduce::Workgroup)?;
     let mut plan = fused_plan(p, p.qkv_bytes(), d, cfg.storage_bytes(), &cfg, vec![]);
     plan.tile = Some(TileUsed { choice, source });
-    Ok(plan)
+    training(plan, p, caps)
 }
 
 /// `tiled-subgroup`: the register-tiled kernel with its row reductions done by subgroup shuffles
@@ -68,14 +68,8 @@ pub fn build_subgroup(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     };
     check_binding("Q/K/V", p.qkv_bytes(), caps)?;
     let d = attention(p, caps, &cfg, Reduce::Subgroup)?;
-    Ok(fused_plan(
-        p,
-        p.qkv_bytes(),
-        d,
-        cfg.storage_bytes(),
-        &cfg,
-        vec![],
-    ))
+    let plan = fused_plan(p, p.qkv_bytes(), d, cfg.storage_bytes(), &cfg, vec![]);
+    training(plan, p, caps)
 }
 
 /// `tiled-coop`: f16 attention on cooperative matrices (shaders/tiled_coop.wgsl): Q Kᵀ and P V as
@@ -101,6 +95,15 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
             p.head_dim
         ));
     }
+    if p.backward {
+        return Err(
+            "no backward on cooperative matrices is built: wgpu 30's cooperative-matrix API has \
+             no element access and no accumulator-to-operand conversion, which the backward needs \
+             for P and dS (recomputed per tile, then fed to three more products); `tiled` runs \
+             the training step at f16"
+                .into(),
+        );
+    }
     if tiled_coop::STORAGE > caps.max_workgroup_storage as u64 {
         return Err(format!(
             "needs {} bytes of workgroup storage, this adapter allows {}",
@@ -117,6 +120,50 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         &tiled_coop::tile(p),
         tiled_coop::overrides(),
     ))
+}
+
+/// In training mode (`--backward`), FlashAttention-2's backward after the forward (which then
+/// also writes the row logsumexp L, shaders/tiled_lse.wgsl): `bwd_dot` (D = rowsum(dO ∘ O)),
+/// `bwd_kv` (dK, dV) and `bwd_q` (dQ) from kernels/tiled_bwd.rs. The plan unchanged otherwise.
+fn training(mut plan: Plan, p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
+    if !p.backward {
+        return Ok(plan);
+    }
+    tiled_bwd::check(p, caps)?;
+    let rows = p.bh() * p.seq as u64 * 4;
+    plan.buffers.push(buf("L", rows, Role::Intermediate, false));
+    plan.buffers
+        .push(buf("dO", p.qkv_bytes(), Role::Input, false));
+    plan.buffers
+        .push(buf("Dl", rows, Role::Intermediate, false));
+    for g in ["dQ", "dK", "dV"] {
+        plan.buffers
+            .push(buf(g, p.qkv_bytes(), Role::Output, false));
+    }
+    let fwd = plan.dispatches.clone();
+    let saved = |b: &str| save(&fwd, b, "attention");
+    let mut inputs = vec![saved("Q"), saved("K"), saved("V"), saved("L")];
+    if p.mask.bias.is_some() {
+        inputs.push(saved(crate::kernels::MASK));
+    }
+    let dot = tiled_bwd::bwd_dot(p, ["O", "dO", "Dl"], caps).backward("bwd_dot", vec![saved("O")]);
+    plan.dispatches.push(dot);
+    inputs.push(save(&plan.dispatches, "Dl", "bwd_dot"));
+    let kv = tiled_bwd::bwd_kv(p, caps)?;
+    plan.dispatches.push(kv.backward("bwd_kv", inputs.clone()));
+    let q = tiled_bwd::bwd_q(p, caps)?;
+    plan.dispatches.push(q.backward("bwd_q", inputs));
+    plan.grads = vec!["dQ".into(), "dK".into(), "dV".into()];
+    plan.training_note = Some(
+        "safe for training: the fused forward writes only O and L (the row logsumexp, BH x N \
+         floats) and overwrites nothing; the backward recomputes P from Q, K and L instead of \
+         saving N x N"
+            .into(),
+    );
+    plan.notes.push(format!(
+        "training: the forward keeps L ({rows} bytes) for the backward instead of P"
+    ));
+    Ok(plan)
 }
 
 /// Backward-compatible names of the cooperative-matrix kernel's facts.
@@ -166,5 +213,7 @@ fn fused_plan(
         config,
         notes,
         tile: None,
+        grads: vec![],
+        training_note: None,
     }
 }

@@ -24,24 +24,141 @@ use crate::gpu::AdapterCaps;
 use crate::kernels::{
     buf, check_binding, check_grid, check_mask, chunks, heads_per_chunk,
     mask::{copy, mask},
-    pv::{self, pv},
+    math_rows::{row_step, RowStep},
+    pv::{self, ptv, pv},
     qk::{self, qk},
     scale::scale,
     softmax::softmax,
+    softmax_bwd::{exp_bwd, mask_bwd, normalize_bwd, softmax_bwd},
     Storage,
 };
-use crate::plan::{Params, Plan, Role};
+use crate::plan::{save, Dispatch, Params, Phase, Plan, Role, Saved};
 use crate::problem::Problem;
 
 pub fn build_out_of_place(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
-    build(p, caps, false)
+    build(p, caps, false, Softmax::Fused)
 }
 
 pub fn build_in_place(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
-    build(p, caps, true)
+    build(p, caps, true, Softmax::Fused)
 }
 
-fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String> {
+/// `unfused-inplace-exp`: `unfused-inplace` with the softmax itself written as in-place steps
+/// (row max, `S.sub_(max).exp_()`, `S.div_(sum)`): the same forward, and the in-place hazard in
+/// training (exp_'s backward needs its output, which div_ overwrites), refused by `Plan::check`.
+pub fn build_in_place_exp(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
+    build(p, caps, true, Softmax::InPlaceExp)
+}
+
+/// How the plan computes softmax.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Softmax {
+    /// One kernel (softmax.wgsl), P written over its input.
+    Fused,
+    /// row_max, exp_sum (S = exp(S - R), in place), normalize_rows (S /= L, in place).
+    InPlaceExp,
+}
+
+/// The backward of the five steps, as autograd runs it, one dispatch per step, for the chunk of
+/// heads in `params`; `prob` holds P. Saved tensors are taken after the forward dispatches of the
+/// chunk (`fwd`).
+fn backward(
+    p: &Problem,
+    st: Storage,
+    params: Params,
+    prob: &str,
+    softmax: Softmax,
+    fwd: &[Dispatch],
+    caps: &AdapterCaps,
+) -> Result<Vec<Dispatch>, String> {
+    let saved = |buf: &str, by: &str, at: &str| -> Saved {
+        // The version `buf` had right after the forward dispatch `at` of this chunk.
+        let upto = fwd
+            .iter()
+            .rposition(|d| d.name == at && d.phase == Phase::Forward)
+            .map_or(fwd.len(), |i| i + 1);
+        save(&fwd[..upto], buf, by)
+    };
+    let p_saved = match softmax {
+        Softmax::Fused => saved(prob, "softmax", "softmax"),
+        Softmax::InPlaceExp => saved(prob, "normalize_rows", "normalize_rows"),
+    };
+    let pv_saved = saved(prob, "pv", "pv");
+    let mut b = vec![
+        ptv(
+            st,
+            params,
+            [prob, "dO", "dV"],
+            caps,
+            "dV = Pᵀ·dO (pv's backward)",
+        )?
+        .backward("dv", vec![pv_saved]),
+        qk(
+            st,
+            params,
+            ["dO", "V", "dP"],
+            caps,
+            "dP = dO·Vᵀ (pv's backward)",
+        )?
+        .backward("dp", vec![saved("V", "pv", "pv")]),
+    ];
+    match softmax {
+        Softmax::Fused => {
+            b.push(softmax_bwd(params, ["dP", prob], caps).backward("softmax_bwd", vec![p_saved]))
+        }
+        Softmax::InPlaceExp => {
+            b.push(normalize_bwd(params, ["dP", prob, "L"], caps).backward(
+                "normalize_bwd",
+                // L as normalize_rows leaves it: math_rows.wgsl binds every buffer
+                // read_write (one shared layout), so its version moves with normalize_rows,
+                // which only reads it.
+                vec![p_saved, saved("L", "normalize_rows", "normalize_rows")],
+            ));
+            // exp_'s output E, as it was right after exp_sum: normalize_rows overwrites it.
+            b.push(
+                exp_bwd(params, ["dP", prob], caps)
+                    .backward("exp_bwd", vec![saved(prob, "exp_sum", "exp_sum")]),
+            );
+        }
+    }
+    let mask_saved = if p.mask.bias.is_some() {
+        vec![saved(crate::kernels::MASK, "mask", "mask")]
+    } else {
+        vec![]
+    };
+    b.push(mask_bwd(p, params, "dP", caps).backward("mask_bwd", mask_saved));
+    let mut sc = scale(params, "dP", caps).backward("scale_bwd", vec![]);
+    sc.note = "dS *= scale, in place (scale's backward)".into();
+    b.push(sc);
+    b.push(
+        pv(
+            st,
+            params,
+            ["dP", "K", "dQ"],
+            caps,
+            "dQ = dS·K (qk's backward)",
+        )?
+        .backward("dq", vec![saved("K", "qk", "qk")]),
+    );
+    b.push(
+        ptv(
+            st,
+            params,
+            ["dP", "Q", "dK"],
+            caps,
+            "dK = dSᵀ·Q (qk's backward)",
+        )?
+        .backward("dk", vec![saved("Q", "qk", "qk")]),
+    );
+    Ok(b)
+}
+
+fn build(
+    p: &Problem,
+    caps: &AdapterCaps,
+    in_place: bool,
+    softmax_kind: Softmax,
+) -> Result<Plan, String> {
     let st = Storage::of(p.dtype);
     let n = p.seq as u64;
     let bh = p.bh();
@@ -68,7 +185,18 @@ fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String
     if !in_place {
         buffers.push(buf("S2", nn_bytes, Role::Intermediate, true));
     }
+    if softmax_kind == Softmax::InPlaceExp {
+        buffers.push(buf("R", per * n * 4, Role::Intermediate, false));
+        buffers.push(buf("L", per * n * 4, Role::Intermediate, false));
+    }
     buffers.push(buf("O", qkv, Role::Output, false));
+    if p.backward {
+        buffers.push(buf("dO", qkv, Role::Input, false));
+        buffers.push(buf("dP", nn_bytes, Role::Intermediate, true));
+        for g in ["dQ", "dK", "dV"] {
+            buffers.push(buf(g, qkv, Role::Output, false));
+        }
+    }
 
     let mut dispatches = Vec::new();
     for &(first, count) in &parts {
@@ -85,7 +213,14 @@ fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String
             dispatches.push(copy(st, params, "S", "S2", caps));
         }
         dispatches.push(mask(p, st, params, masked, caps));
-        dispatches.push(softmax(params, masked, caps));
+        match softmax_kind {
+            Softmax::Fused => dispatches.push(softmax(params, masked, caps)),
+            Softmax::InPlaceExp => {
+                for step in [RowStep::RowMax, RowStep::ExpSum, RowStep::NormalizeRows] {
+                    dispatches.push(row_step(step, params, caps));
+                }
+            }
+        }
         dispatches.push(pv(
             st,
             params,
@@ -93,6 +228,12 @@ fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String
             caps,
             "O = P·V over all N keys (the zeros above the diagonal too)",
         )?);
+        if p.backward {
+            // Heads are independent: each chunk's backward runs right after its forward, before
+            // the next chunk overwrites the N x N buffers.
+            let b = backward(p, st, params, masked, softmax_kind, &dispatches, caps)?;
+            dispatches.extend(b);
+        }
     }
 
     let mut notes = vec![format!(
@@ -119,6 +260,7 @@ fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String
         notes.push("causal AND explicit mask / key padding: their intersection".into());
     }
     notes.push("a row with no allowed key returns NaN (plain softmax: 0/0)".into());
+    let training_note = p.backward.then(|| training_note(in_place, softmax_kind));
     Ok(Plan {
         variant: String::new(),
         buffers,
@@ -133,5 +275,32 @@ fn build(p: &Problem, caps: &AdapterCaps, in_place: bool) -> Result<Plan, String
         ],
         notes,
         tile: None,
+        grads: if p.backward {
+            vec!["dQ".into(), "dK".into(), "dV".into()]
+        } else {
+            vec![]
+        },
+        training_note,
     })
+}
+
+/// Whether the in-place steps are safe for training, and why.
+fn training_note(in_place: bool, softmax: Softmax) -> String {
+    match (in_place, softmax) {
+        (false, _) => "safe for training: masked_fill runs out of place (S keeps the scaled \
+            scores, P goes to S2), and softmax writes P over S2 in place, which is fine since \
+            softmax's backward needs only its output P; the backward reads P, Q, K, V (and the \
+            mask), none of them overwritten after it was saved"
+            .into(),
+        (true, Softmax::Fused) => "safe for training: scale (S *= scale) and masked_fill_ \
+            overwrite S, and softmax writes P over it, but no backward step needs the overwritten \
+            values: scale's backward needs only the constant, masked_fill's only the mask, \
+            softmax's only its output P (saved after softmax, never overwritten); qk's needs Q \
+            and K, pv's P and V"
+            .into(),
+        (true, Softmax::InPlaceExp) => "NOT safe for training: exp_sum (S.exp_()) writes E \
+            over S and normalize_rows (S.div_(sum)) overwrites E with P, but exp_'s backward \
+            needs E: the plan check refuses the backward (autograd raises the same error)"
+            .into(),
+    }
 }

@@ -99,6 +99,9 @@ pub struct Measurement {
     pub reps: Vec<ForwardSample>,
     #[serde(skip)]
     pub output: Vec<f32>,
+    /// Training plans: the gradients named by `Plan::grads` (dQ, dK, dV), read back after O.
+    #[serde(skip)]
+    pub grads: Vec<Vec<f32>>,
     pub timestamps: bool,
     pub warnings: Vec<String>,
     /// Copy of the output to a mappable buffer, map and wait (after the last rep).

@@ -181,6 +181,16 @@ impl<'g> Runner<'g> {
         let t_rb = Instant::now();
         let raw = self.read_back(&prepared.buffers[&plan.output], out_bytes)?;
         let output = inputs.dtype.decode(&raw, out_elems);
+        let mut grads = Vec::with_capacity(plan.grads.len());
+        for g in &plan.grads {
+            let bytes = plan.buffer(g).map_or(0, |b| b.bytes);
+            let raw = self.read_back(&prepared.buffers[g], bytes)?;
+            grads.push(
+                inputs
+                    .dtype
+                    .decode(&raw, (bytes / inputs.dtype.bytes()) as usize),
+            );
+        }
         let readback = HostSpan {
             start_us: (t_rb - self.epoch).as_secs_f64() * 1e6,
             dur_us: t_rb.elapsed().as_secs_f64() * 1e6,
@@ -216,6 +226,7 @@ impl<'g> Runner<'g> {
             warmup,
             reps,
             output,
+            grads,
             timestamps: gpu.caps.timestamps,
             warnings,
         })

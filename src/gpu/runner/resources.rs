@@ -40,8 +40,9 @@ impl Runner<'_> {
         })
     }
 
-    /// Inputs by name (Q, K, V in the run's dtype, MASK as f32; see `Inputs::upload_bytes`); the
-    /// output poisoned with NaN so unwritten elements show up.
+    /// Inputs by name (Q, K, V and dO in the run's dtype, MASK as f32; see
+    /// `Inputs::upload_bytes`); the output and the gradients poisoned with NaN so unwritten
+    /// elements show up.
     pub(super) fn upload(
         &self,
         plan: &Plan,
@@ -66,13 +67,14 @@ impl Runner<'_> {
                     gpu.queue.write_buffer(&buffers[&b.name], 0, &data);
                 }
             }
-            let poison = vec![
-                0xFFu8;
-                plan.buffer(&plan.output)
-                    .map_or(0, |b| b.bytes.next_multiple_of(4))
-                    as usize
-            ];
-            gpu.queue.write_buffer(&buffers[&plan.output], 0, &poison);
+            for out in std::iter::once(&plan.output).chain(&plan.grads) {
+                let poison = vec![
+                    0xFFu8;
+                    plan.buffer(out).map_or(0, |b| b.bytes.next_multiple_of(4))
+                        as usize
+                ];
+                gpu.queue.write_buffer(&buffers[out], 0, &poison);
+            }
         })?;
         gpu.wait("uploading inputs")
     }

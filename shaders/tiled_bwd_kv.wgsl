@@ -1,0 +1,89 @@
+// tiled_bwd_kv.wgsl — FlashAttention-2's dK/dV kernel: a workgroup of 128 threads owns 32 keys of
+// one head and walks the query blocks that see them (from the diagonal when causal), recomputing
+// P and dS on chip (tiled_bwd_common.wgsl, phase A) and accumulating in registers (phase B)
+//   dV += Pᵀ·dO,   dK += dSᵀ·Q
+// as outer products over the 32 rows of a block: thread t owns keys 4(t/16) .. +3 and columns
+// 4(t%16) .. +3 (D <= 64). P and dS go through workgroup memory ([row][key/4]) between the phases;
+// nothing N x N reaches device memory. Three barriers per query block. No atomics: every dK/dV
+// element has one owner (dQ has its own kernel, tiled_bwd_q.wgsl).
+// Workgroup storage: qs, gs, ks, vs 4 x 32 x D4 vec4 (8 KiB each for D4 = 16), ps, dss 2 x 4 KiB,
+// lse_s, dl_s 256 B: 41216 bytes for D4 = 16, 24832 for D4 = 8.
+
+@group(0) @binding(1) var<storage, read> q: array<st>;
+@group(0) @binding(2) var<storage, read> k: array<st>;
+@group(0) @binding(3) var<storage, read> v: array<st>;
+@group(0) @binding(4) var<storage, read> g: array<st>;
+@group(0) @binding(5) var<storage, read> lse: array<f32>;
+@group(0) @binding(6) var<storage, read> delta: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dk: array<st>;
+@group(0) @binding(8) var<storage, read_write> dv: array<st>;
+
+var<workgroup> qs: array<vec4<f32>, 32u * D4>;   // [row][d/4]: 32 x 16
+var<workgroup> gs: array<vec4<f32>, 32u * D4>;
+var<workgroup> ks: array<vec4<f32>, 32u * D4>;   // [key][d/4]
+var<workgroup> vs: array<vec4<f32>, 32u * D4>;
+var<workgroup> ps: array<vec4<f32>, 256>;   // [row][key/4]: 32 x 8
+var<workgroup> dss: array<vec4<f32>, 256>;
+var<workgroup> lse_s: array<f32, 32>;
+var<workgroup> dl_s: array<f32, 32>;
+
+@compute @workgroup_size(128, 1, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let n = params.seq;
+    let d = head_dim();
+    let head = params.head_offset + wg.y;
+    let j0 = wg.x * BT;
+    let tr = t / 16u;
+    let tc = t % 16u;
+    // Phase B's column vec4 (threads past D / 4 compute a copy of the last one and store nothing).
+    let tcc = min(tc, D4 - 1u);
+    stage_keys(head, j0, t, n, d);
+
+    var dk0 = vec4<f32>(0.0); var dk1 = vec4<f32>(0.0); var dk2 = vec4<f32>(0.0); var dk3 = vec4<f32>(0.0);
+    var dv0 = vec4<f32>(0.0); var dv1 = vec4<f32>(0.0); var dv2 = vec4<f32>(0.0); var dv3 = vec4<f32>(0.0);
+    // Causal: rows before j0 see none of these keys.
+    let first = select(0u, j0, params.causal != 0u);
+    for (var i0 = first; i0 < n; i0 += BT) {
+        stage_rows(head, i0, t, n, d);
+        workgroupBarrier();
+        let tile = scores(head, i0, j0, t, n, d);
+        for (var r = 0u; r < 4u; r++) {
+            let row = 4u * tr + r;
+            ps[row * 8u + tc / 4u][tc % 4u] = tile.p[r].x;
+            ps[row * 8u + 4u + tc / 4u][tc % 4u] = tile.p[r].y;
+            dss[row * 8u + tc / 4u][tc % 4u] = tile.ds[r].x;
+            dss[row * 8u + 4u + tc / 4u][tc % 4u] = tile.ds[r].y;
+        }
+        workgroupBarrier();
+        // Phase B: keys 4tr .. +3, columns 4tc .. +3.
+        for (var i = 0u; i < BT; i++) {
+            let p4 = ps[i * 8u + tr];
+            let s4 = dss[i * 8u + tr];
+            let gr = gs[i * D4 + tcc];
+            let qr = qs[i * D4 + tcc];
+            dv0 += p4.x * gr; dv1 += p4.y * gr; dv2 += p4.z * gr; dv3 += p4.w * gr;
+            dk0 += s4.x * qr; dk1 += s4.y * qr; dk2 += s4.z * qr; dk3 += s4.w * qr;
+        }
+        workgroupBarrier();
+    }
+    let c4 = tc;
+    if (4u * c4 < d) {
+        store_kv(head, j0 + 4u * tr, c4, n, d, dk0, dv0);
+        store_kv(head, j0 + 4u * tr + 1u, c4, n, d, dk1, dv1);
+        store_kv(head, j0 + 4u * tr + 2u, c4, n, d, dk2, dv2);
+        store_kv(head, j0 + 4u * tr + 3u, c4, n, d, dk3, dv3);
+    }
+}
+
+fn store_kv(head: u32, j: u32, c4: u32, n: u32, d: u32, a: vec4<f32>, b: vec4<f32>) {
+    if (j >= n) {
+        return;
+    }
+    let e0 = grad_index(head, j, c4, n, d);
+    for (var c = 0u; c < 4u; c += PACK) {
+        if (4u * c4 + c < d) {
+            dk[(e0 + c) / PACK] = pack(a[c], a[min(c + 1u, 3u)]);
+            dv[(e0 + c) / PACK] = pack(b[c], b[min(c + 1u, 3u)]);
+        }
+    }
+}

@@ -1,0 +1,72 @@
+// tiled_bwd_q.wgsl — FlashAttention-2's dQ kernel, deterministic (no float atomics, which WGSL
+// lacks): a workgroup of 128 threads owns 32 query rows of one head and walks the key blocks they
+// see (up to the diagonal when causal), recomputing P and dS on chip (tiled_bwd_common.wgsl,
+// phase A) and accumulating dQ += dS·K in registers (phase B: rows 4(t/16) .. +3, columns
+// 4(t%16) .. +3, outer products over the 32 keys of a block, dS through workgroup memory as
+// [key][row/4]). Three barriers per key block.
+// Workgroup storage: qs, gs, ks, vs 4 x 32 x D4 vec4 (8 KiB each for D4 = 16), dst 4 KiB, lse_s,
+// dl_s 256 B: 37120 bytes for D4 = 16, 20736 for D4 = 8.
+
+@group(0) @binding(1) var<storage, read> q: array<st>;
+@group(0) @binding(2) var<storage, read> k: array<st>;
+@group(0) @binding(3) var<storage, read> v: array<st>;
+@group(0) @binding(4) var<storage, read> g: array<st>;
+@group(0) @binding(5) var<storage, read> lse: array<f32>;
+@group(0) @binding(6) var<storage, read> delta: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dq: array<st>;
+
+var<workgroup> qs: array<vec4<f32>, 32u * D4>;
+var<workgroup> gs: array<vec4<f32>, 32u * D4>;
+var<workgroup> ks: array<vec4<f32>, 32u * D4>;
+var<workgroup> vs: array<vec4<f32>, 32u * D4>;
+var<workgroup> dst: array<vec4<f32>, 256>;  // [key][row/4]: 32 x 8
+var<workgroup> lse_s: array<f32, 32>;
+var<workgroup> dl_s: array<f32, 32>;
+
+@compute @workgroup_size(128, 1, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let n = params.seq;
+    let d = head_dim();
+    let head = params.head_offset + wg.y;
+    let i0 = wg.x * BT;
+    let tr = t / 16u;
+    let tc = t % 16u;
+    // Phase B's column vec4 (threads past D / 4 compute a copy of the last one and store nothing).
+    let tcc = min(tc, D4 - 1u);
+    stage_rows(head, i0, t, n, d);
+
+    var dq0 = vec4<f32>(0.0); var dq1 = vec4<f32>(0.0); var dq2 = vec4<f32>(0.0); var dq3 = vec4<f32>(0.0);
+    let end = select(n, min(n, i0 + BT), params.causal != 0u);
+    for (var j0 = 0u; j0 < end; j0 += BT) {
+        stage_keys(head, j0, t, n, d);
+        workgroupBarrier();
+        let tile = scores(head, i0, j0, t, n, d);
+        dst[tc * 8u + tr] = vec4<f32>(tile.ds[0].x, tile.ds[1].x, tile.ds[2].x, tile.ds[3].x);
+        dst[(tc + 16u) * 8u + tr] = vec4<f32>(tile.ds[0].y, tile.ds[1].y, tile.ds[2].y, tile.ds[3].y);
+        workgroupBarrier();
+        for (var j = 0u; j < BT; j++) {
+            let s4 = dst[j * 8u + tr];
+            let kr = ks[j * D4 + tcc];
+            dq0 += s4.x * kr; dq1 += s4.y * kr; dq2 += s4.z * kr; dq3 += s4.w * kr;
+        }
+        workgroupBarrier();
+    }
+    if (4u * tc < d) {
+        store_q(head, i0 + 4u * tr, tc, n, d, dq0);
+        store_q(head, i0 + 4u * tr + 1u, tc, n, d, dq1);
+        store_q(head, i0 + 4u * tr + 2u, tc, n, d, dq2);
+        store_q(head, i0 + 4u * tr + 3u, tc, n, d, dq3);
+    }
+}
+
+fn store_q(head: u32, i: u32, c4: u32, n: u32, d: u32, a: vec4<f32>) {
+    if (i >= n) {
+        return;
+    }
+    let e0 = grad_index(head, i, c4, n, d);
+    for (var c = 0u; c < 4u; c += PACK) {
+        if (4u * c4 + c < d) {
+            dq[(e0 + c) / PACK] = pack(a[c], a[min(c + 1u, 3u)]);
+        }
+    }
+}

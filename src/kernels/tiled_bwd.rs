@@ -1,0 +1,213 @@
+//! FlashAttention-2's backward for the `tiled` training plans (`--backward`):
+//!
+//! | dispatch  | WGSL                                            | what                                   |
+//! |-----------|-------------------------------------------------|----------------------------------------|
+//! | `bwd_dot` | tiled_bwd_dot.wgsl                              | D = rowsum(dO ∘ O), one thread per row |
+//! | `bwd_kv`  | tiled_bwd_kv.wgsl + tiled_bwd_common.wgsl       | dK, dV: a workgroup per 32 keys walks the query blocks |
+//! | `bwd_q`   | tiled_bwd_q.wgsl + tiled_bwd_common.wgsl        | dQ: a workgroup per 32 rows walks the key blocks |
+//!
+//! Both fused kernels recompute P = exp2(S·scale·log2 e − L) from Q, K and the forward's row
+//! logsumexp L (shaders/tiled_lse.wgsl) on chip; N x N never reaches device memory. Causal
+//! block skipping as in the forward. Tiles of 32 x 32, D ≤ 64 (two row widths: D ≤ 32 and ≤ 64).
+
+use super::{bind, check_grid, kernel, mask_slot, with_mask, Storage};
+use crate::gpu::AdapterCaps;
+use crate::plan::{grid_2d, Access, Dispatch, Params, Phase};
+use crate::problem::Problem;
+
+/// Rows and keys per tile of the fused backward kernels (tiled_bwd_common.wgsl's `BT`).
+pub const BT: u64 = 32;
+/// Largest head dimension they hold (16 vec4 per staged row).
+pub const MAX_D: u32 = 64;
+/// Workgroup storage of tiled_bwd_kv.wgsl for head dimension `d` (the larger of the two kernels;
+/// its header derives it): Q, dO, K, V tiles of 32 rows x ceil(D/4) vec4, P and dS tiles, L and D.
+pub fn storage(d: u32) -> u64 {
+    4 * BT * d4(d) * 16 + 2 * BT * BT * 4 + 2 * BT * 4
+}
+
+/// vec4 slots per staged row: the kernels come in two widths (tiled_bwd_d32.wgsl, _d64.wgsl).
+fn d4(d: u32) -> u64 {
+    if d <= 32 {
+        8
+    } else {
+        16
+    }
+}
+
+/// Why the fused backward cannot run this problem here, if it cannot.
+pub fn check(p: &Problem, caps: &AdapterCaps) -> Result<(), String> {
+    if p.head_dim > MAX_D {
+        return Err(format!(
+            "the fused backward kernels (tiled_bwd_kv.wgsl, tiled_bwd_q.wgsl) hold at most D = \
+             {MAX_D} columns per staged row (got --head-dim {})",
+            p.head_dim
+        ));
+    }
+    let need = storage(p.head_dim);
+    if need > caps.max_workgroup_storage as u64 {
+        return Err(format!(
+            "the fused backward (tiled_bwd_kv.wgsl) needs {need} bytes of workgroup storage at \
+             D = {}, this adapter allows {}",
+            p.head_dim, caps.max_workgroup_storage
+        ));
+    }
+    Ok(())
+}
+
+/// (visited 32 x 32 tiles per head, their (row, key) pairs per head).
+fn visited(p: &Problem) -> (u64, u64) {
+    let n = p.seq as u64;
+    let blocks = n.div_ceil(BT);
+    let (mut tiles, mut pairs) = (0, 0);
+    for qb in 0..blocks {
+        let rows = BT.min(n - qb * BT);
+        let kbs = if p.causal { qb + 1 } else { blocks };
+        for kb in 0..kbs {
+            tiles += 1;
+            pairs += rows * BT.min(n - kb * BT);
+        }
+    }
+    (tiles, pairs)
+}
+
+/// `bwd_dot`: `delta` = rowsum(dO ∘ O).
+pub fn bwd_dot(p: &Problem, [o, g, delta]: [&str; 3], caps: &AdapterCaps) -> Dispatch {
+    let rows = p.bh() * p.seq as u64;
+    Dispatch {
+        name: "bwd_dot".into(),
+        phase: Phase::Backward,
+        saved: vec![],
+        shader: kernel!("tiled_bwd_dot.wgsl", Storage::of(p.dtype), None),
+        entry: "main",
+        overrides: vec![],
+        params: Params::of(p),
+        bindings: vec![
+            bind(o, Access::Read),
+            bind(g, Access::Read),
+            bind(delta, Access::ReadWrite),
+        ],
+        workgroups: grid_2d(rows.div_ceil(64), caps.max_workgroups_per_dimension),
+        reads_bytes: 2 * p.qkv_bytes(),
+        writes_bytes: rows * 4,
+        flops: 2 * p.qkv_elems(),
+        note: format!("{delta} = rowsum(dO ∘ O), FlashAttention-2's D"),
+    }
+}
+
+fn overrides(p: &Problem) -> Vec<(String, f64)> {
+    vec![("HD".into(), p.head_dim as f64)]
+}
+
+fn bindings(p: &Problem, outs: &[&str]) -> Vec<crate::plan::BindingDecl> {
+    let mut b = vec![
+        bind("Q", Access::Read),
+        bind("K", Access::Read),
+        bind("V", Access::Read),
+        bind("dO", Access::Read),
+        bind("L", Access::Read),
+        bind("Dl", Access::Read),
+    ];
+    b.extend(outs.iter().map(|o| bind(o, Access::ReadWrite)));
+    with_mask(p, b)
+}
+
+/// `bwd_kv`: dK and dV, one workgroup per 32 keys of a head.
+pub fn bwd_kv(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
+    let n = p.seq as u64;
+    let d = p.head_dim as u64;
+    let e = p.dtype.bytes();
+    let bh = p.bh();
+    let (tiles, pairs) = visited(p);
+    let b = bindings(p, &["dK", "dV"]);
+    let mask = if p.mask.bias.is_some() {
+        bh * pairs * 4
+    } else {
+        0
+    };
+    Ok(Dispatch {
+        name: "bwd_kv".into(),
+        phase: Phase::Backward,
+        saved: vec![],
+        shader: if p.head_dim <= 32 {
+            kernel!(
+                "tiled_bwd_kv.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d32.wgsl",
+                Storage::of(p.dtype),
+                mask_slot(&b)
+            )
+        } else {
+            kernel!(
+                "tiled_bwd_kv.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d64.wgsl",
+                Storage::of(p.dtype),
+                mask_slot(&b)
+            )
+        },
+        entry: "main",
+        overrides: overrides(p),
+        params: Params::of(p),
+        bindings: b,
+        workgroups: [
+            check_grid("N / 32 key blocks", n.div_ceil(BT), caps)?,
+            check_grid("B*H", bh, caps)?,
+            1,
+        ],
+        // K and V once; per visited tile 32 rows of Q and dO, with L and D.
+        reads_bytes: 2 * p.qkv_bytes() + bh * tiles * BT * (2 * d * e + 8) + mask,
+        writes_bytes: 2 * p.qkv_bytes(),
+        flops: bh * pairs * d * 2 * 4,
+        note: format!(
+            "dK, dV: a workgroup per 32 keys walks the query blocks{}; S, P, dP, dS recomputed on \
+             chip from Q, K, V, dO, L, D",
+            if p.causal { " from the diagonal" } else { "" }
+        ),
+    })
+}
+
+/// `bwd_q`: dQ, one workgroup per 32 query rows of a head.
+pub fn bwd_q(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
+    let n = p.seq as u64;
+    let d = p.head_dim as u64;
+    let e = p.dtype.bytes();
+    let bh = p.bh();
+    let (tiles, pairs) = visited(p);
+    let b = bindings(p, &["dQ"]);
+    let mask = if p.mask.bias.is_some() {
+        bh * pairs * 4
+    } else {
+        0
+    };
+    Ok(Dispatch {
+        name: "bwd_q".into(),
+        phase: Phase::Backward,
+        saved: vec![],
+        shader: if p.head_dim <= 32 {
+            kernel!(
+                "tiled_bwd_q.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d32.wgsl",
+                Storage::of(p.dtype),
+                mask_slot(&b)
+            )
+        } else {
+            kernel!(
+                "tiled_bwd_q.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d64.wgsl",
+                Storage::of(p.dtype),
+                mask_slot(&b)
+            )
+        },
+        entry: "main",
+        overrides: overrides(p),
+        params: Params::of(p),
+        bindings: b,
+        workgroups: [
+            check_grid("N / 32 query blocks", n.div_ceil(BT), caps)?,
+            check_grid("B*H", bh, caps)?,
+            1,
+        ],
+        // Q, dO, L, D once; per visited tile 32 keys of K and V.
+        reads_bytes: 2 * p.qkv_bytes() + bh * n * 8 + bh * tiles * BT * 2 * d * e + mask,
+        writes_bytes: p.qkv_bytes(),
+        flops: bh * pairs * d * 2 * 3,
+        note: format!(
+            "dQ: a workgroup per 32 rows walks the key blocks{}; S, P, dP, dS recomputed on chip",
+            if p.causal { " up to the diagonal" } else { "" }
+        ),
+    })
+}
