@@ -367,6 +367,13 @@ def parse_args(argv):
     )
     p.add_argument("--json", default=None, help="write the result JSON here (one grid point)")
     p.add_argument(
+        "--backward",
+        action="store_true",
+        help="also time each variant's backward (autograd, for a seeded random dO), count its "
+        "kernels, measure the training step's peak memory and validate dQ, dK, dV on two heads "
+        "against a float64 reference under the same rule as the output",
+    )
+    p.add_argument(
         "--json-dir",
         default=None,
         help="write one JSON per (seq, dtype) here, "
@@ -1158,6 +1165,180 @@ def run_variant(variant, forward, is_cuda, args, check, inputs_bytes, mask_note=
 
 
 # ---------------------------------------------------------------------------
+# Backward (--backward)
+# ---------------------------------------------------------------------------
+
+GRAD_HEADS = "batch 0, heads 0 and H-1"
+
+
+def reference_grads(q, k, v, do, scale, causal, bias, lp_dtype=None):
+    """dQ, dK, dV (float64 numpy) of the heads given ([h, N, D] float numpy arrays), as
+    attn-wgpu's backward oracle defines them (src/reference.rs, backward_head): with lp_dtype the
+    low-precision twin (float32 arithmetic, P and dS rounded to the dtype before their products,
+    outputs rounded), else float64. bias: [h, N, N] additive (or None)."""
+    if lp_dtype is None:
+        ft, rnd = np.float64, (lambda x: x)
+    else:
+        ft = np.float32
+        tdt = torch_dtype(lp_dtype)
+        rnd = lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(tdt).float().numpy()  # noqa: E731
+    q, k, v, do = (x.astype(ft) for x in (q, k, v, do))
+    n = q.shape[1]
+    s = (q @ k.transpose(0, 2, 1)) * ft(scale)
+    blocked = np.zeros(s.shape, dtype=bool)
+    if causal:
+        blocked |= np.triu(np.ones((n, n), dtype=bool), 1)[None]
+    if bias is not None:
+        s = s + bias.astype(ft)
+        blocked |= np.isneginf(bias)
+    s = np.where(blocked, -np.inf, s)
+    m = s.max(axis=-1, keepdims=True)
+    live = np.isfinite(m)
+    e = np.where(blocked, 0, np.exp(np.where(live, s - np.where(live, m, 0), -np.inf)))
+    den = e.sum(axis=-1, keepdims=True)
+    p = np.where(den > 0, e / np.where(den > 0, den, 1), 0).astype(ft)
+    dv = rnd(p).transpose(0, 2, 1) @ do
+    dp = do @ v.transpose(0, 2, 1)
+    dd = (p * dp).sum(axis=-1, keepdims=True)
+    ds = np.where(blocked, 0, p * (dp - dd) * ft(scale)).astype(ft)
+    dsr = rnd(ds)
+    dq = dsr @ k
+    dk = dsr.transpose(0, 2, 1) @ q
+    return [rnd(x).astype(np.float64) for x in (dq, dk, dv)]
+
+
+def check_grads(got, ref, lp, dtype_name):
+    """attn-wgpu's rule for gradients (src/validate.rs, validate_grads): atol = FUDGE x
+    max(twin error, default atol), rtol = FUDGE x default rtol, per tensor."""
+    out = []
+    for name, g, r, l in zip(("dQ", "dK", "dV"), got, ref, lp):
+        fin = np.isfinite(r) & np.isfinite(l)
+        lp_err = float(np.abs(r - l)[fin].max()) if fin.any() else 0.0
+        tol = pytorch_tolerance(dtype_name, lp_err)
+        err = np.abs(g - r)
+        bad_nan = int(np.count_nonzero(~np.isfinite(g) & np.isfinite(r)))
+        ratio = err / (tol["atol"] + tol["rtol"] * np.abs(r))
+        ratio = np.where(np.isfinite(r), ratio, 0)
+        worst = float(np.nanmax(ratio)) if ratio.size else 0.0
+        max_abs = float(np.nanmax(np.where(np.isfinite(r), err, 0)))
+        out.append(
+            {
+                "tensor": name,
+                "verdict": "PASS" if bad_nan == 0 and worst <= 1.0 else "FAIL",
+                "max_abs_err": max_abs,
+                "max_tol_ratio": worst,
+                "nan_count": bad_nan,
+                "atol": tol["atol"],
+                "rtol": tol["rtol"],
+                "lp_ref_max_abs_err": lp_err,
+                "err_ratio_to_lp_ref": (max_abs / lp_err) if lp_err > 0 else None,
+                "heads_checked": GRAD_HEADS,
+            }
+        )
+    return out
+
+
+def measure_backward(variant, q, k, v, masks, scale, causal, ref_bias, args, is_cuda, dtype_name):
+    """Time the backward of `variant` (autograd), count its kernels, measure the training step's
+    peak memory and validate dQ, dK, dV on two heads. Returns a dict (or raises)."""
+    sync = torch.cuda.synchronize if is_cuda else (lambda: None)
+    B, H, N, D = q.shape
+    g = torch.Generator(device="cpu")
+    g.manual_seed(args.seed + 1)
+    do = torch.empty(q.shape, dtype=torch.float32).uniform_(-1.0, 1.0, generator=g).to(q.dtype)
+    do = do.to(q.device)
+    qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    forward = make_forward(variant, qg, kg, vg, masks, scale)
+    with kernel_context(variant):
+        out = forward()
+        out.backward(do, retain_graph=True)  # cold
+        for _ in range(args.warmup):
+            for t in (qg, kg, vg):
+                t.grad = None
+            out.backward(do, retain_graph=True)
+        sync()
+        bwd_us, step_us = [], []
+        for _ in range(args.reps):
+            for t in (qg, kg, vg):
+                t.grad = None
+            if is_cuda:
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                out.backward(do, retain_graph=True)
+                b.record()
+                torch.cuda.synchronize()
+                bwd_us.append(a.elapsed_time(b) * 1e3)
+            else:
+                h0 = time.perf_counter()
+                out.backward(do, retain_graph=True)
+                bwd_us.append((time.perf_counter() - h0) * 1e6)
+        for _ in range(args.reps):
+            for t in (qg, kg, vg):
+                t.grad = None
+            if is_cuda:
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                o2 = forward()
+                o2.backward(do)
+                b.record()
+                torch.cuda.synchronize()
+                step_us.append(a.elapsed_time(b) * 1e3)
+                del o2
+        # Kernels of one backward.
+        kernels, kpb = [], None
+        if is_cuda:
+            def one_backward():
+                for t in (qg, kg, vg):
+                    t.grad = None
+                out.backward(do, retain_graph=True)
+                return out
+            try:
+                kernels, kpb, _, _ = profile_forward(one_backward, is_cuda)
+            except Exception as e:  # noqa: BLE001
+                kernels = [{"name": f"profiler failed: {type(e).__name__}", "calls": 0, "gpu_us_total": 0}]
+        grads = [t.grad.detach().float().cpu().numpy() for t in (qg, kg, vg)]
+        del out
+        for t in (qg, kg, vg):
+            t.grad = None
+        # Peak memory of one training step (forward + backward), inputs and dO excluded.
+        peak = None
+        if is_cuda:
+            gc.collect()
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            o3 = forward()
+            o3.backward(do)
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - base
+            del o3
+    # Validation on two heads.
+    heads = [(0, 0), (0, H - 1)] if H > 1 else [(0, 0)]
+    pick = lambda t: np.stack([t[b, h] for b, h in heads])  # noqa: E731
+    qc, kc, vc, dc = (pick(t.detach().float().cpu().numpy()) for t in (q, k, v, do))
+    bias = None
+    if ref_bias is not None:
+        rb = ref_bias
+        bias = np.stack([rb[min(b, rb.shape[0] - 1), min(h, rb.shape[1] - 1)] for b, h in heads])
+    ref = reference_grads(qc, kc, vc, dc, scale, causal, bias)
+    lp = reference_grads(qc, kc, vc, dc, scale, causal, bias, lp_dtype=dtype_name)
+    got = [pick(x).astype(np.float64) for x in grads]
+    checks = check_grads(got, ref, lp, dtype_name)
+    del qg, kg, vg, forward
+    free_device_memory(is_cuda)
+    return {
+        "gpu_us": summarize_us(bwd_us),
+        "step_gpu_us": summarize_us(step_us) if step_us else None,
+        "kernels_per_backward": kpb,
+        "dispatches": kernels,
+        "training_peak_allocated_bytes": peak,
+        "grads": checks,
+        "verdict": "PASS" if all(c["verdict"] == "PASS" for c in checks) else "FAIL",
+        "d_o": "torch.Generator(cpu).manual_seed(seed + 1); uniform [-1, 1) float32, cast to dtype",
+    }
+
+
+# ---------------------------------------------------------------------------
 # One grid point
 # ---------------------------------------------------------------------------
 
@@ -1235,6 +1416,14 @@ def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_c
         run = run_variant(variant, forward, is_cuda, args, check, inputs_bytes, mask_note)
         del forward
         free_device_memory(is_cuda)
+        if args.backward and run["status"] == "ok":
+            try:
+                run["backward"] = measure_backward(
+                    variant, q, k, v, masks, scale, causal, ref_bias, args, is_cuda, dtype_name
+                )
+            except Exception as e:  # noqa: BLE001
+                run["backward"] = {"status": "error", "reason": truncate(f"{type(e).__name__}: {e}")}
+            free_device_memory(is_cuda)
         for w in run.pop("_warnings"):
             report_warnings.append(f"{variant}: {w}")
         run.pop("phase")
@@ -1347,6 +1536,23 @@ def print_table(report):
             f"{fmt_us(gpu.get('p10')):>10} {fmt_us(gpu.get('p90')):>10} "
             f"{('-' if kpf is None else str(kpf)):>8} {verdict:<7} {truncate(reason, 60)}"
         )
+    if any("backward" in r for r in report["runs"]):
+        print("backward (autograd; grads checked on %s):" % GRAD_HEADS)
+        for run in report["runs"]:
+            b = run.get("backward")
+            if not b:
+                continue
+            if "gpu_us" not in b:
+                print(f"  {run['variant']:<14} error: {b.get('reason')}")
+                continue
+            peak = b.get("training_peak_allocated_bytes")
+            print(
+                f"  {run['variant']:<14} bwd {fmt_us(b['gpu_us']['median']):>9} µs  step "
+                f"{fmt_us((b.get('step_gpu_us') or {}).get('median')):>9} µs  kernels "
+                f"{b.get('kernels_per_backward')}  peak {'-' if peak is None else f'{peak / 2**20:.0f} MiB'}  "
+                f"{b['verdict']} "
+                + " ".join(f"{c['tensor']} x{(c['err_ratio_to_lp_ref'] or 0):.2f}" for c in b["grads"])
+            )
     sys.stdout.flush()
 
 

@@ -92,48 +92,67 @@ fn stage_keys(head: u32, j0: u32, t: u32, n: u32, d: u32) {
     }
 }
 
-// P and dS of this thread's 4 rows x 2 keys: p[r] / ds[r] = (key tc, key tc + 16) of row 4tr + r.
+// P and dS of this thread's 4 rows x 2 keys: p<r> / ds<r> = (key tc, key tc + 16) of row 4tr + r.
+// Named registers, not arrays indexed in loops, so that no driver puts them in local memory.
 struct Tile {
-    p: array<vec2<f32>, 4>,
-    ds: array<vec2<f32>, 4>,
+    p0: vec2<f32>, p1: vec2<f32>, p2: vec2<f32>, p3: vec2<f32>,
+    ds0: vec2<f32>, ds1: vec2<f32>, ds2: vec2<f32>, ds3: vec2<f32>,
 }
 
 fn scores(head: u32, i0: u32, j0: u32, t: u32, n: u32, d: u32) -> Tile {
     let tr = t / 16u;
     let tc = t % 16u;
     let d4 = (d + 3u) / 4u;
-    var s: array<vec2<f32>, 4>;
-    var dp: array<vec2<f32>, 4>;
+    let r0 = 4u * tr;
+    var s0 = vec2<f32>(0.0); var s1 = vec2<f32>(0.0); var s2 = vec2<f32>(0.0); var s3 = vec2<f32>(0.0);
+    var g0 = vec2<f32>(0.0); var g1 = vec2<f32>(0.0); var g2 = vec2<f32>(0.0); var g3 = vec2<f32>(0.0);
     for (var c4 = 0u; c4 < d4; c4++) {
         let k0 = ks[tc * D4 + c4];
         let k1 = ks[(tc + 16u) * D4 + c4];
         let v0 = vs[tc * D4 + c4];
         let v1 = vs[(tc + 16u) * D4 + c4];
-        for (var r = 0u; r < 4u; r++) {
-            let a = qs[(4u * tr + r) * D4 + c4];
-            let b = gs[(4u * tr + r) * D4 + c4];
-            s[r] += vec2<f32>(dot(a, k0), dot(a, k1));
-            dp[r] += vec2<f32>(dot(b, v0), dot(b, v1));
-        }
+        let a0 = qs[r0 * D4 + c4];
+        let a1 = qs[(r0 + 1u) * D4 + c4];
+        let a2 = qs[(r0 + 2u) * D4 + c4];
+        let a3 = qs[(r0 + 3u) * D4 + c4];
+        let b0 = gs[r0 * D4 + c4];
+        let b1 = gs[(r0 + 1u) * D4 + c4];
+        let b2 = gs[(r0 + 2u) * D4 + c4];
+        let b3 = gs[(r0 + 3u) * D4 + c4];
+        s0 += vec2<f32>(dot(a0, k0), dot(a0, k1));
+        s1 += vec2<f32>(dot(a1, k0), dot(a1, k1));
+        s2 += vec2<f32>(dot(a2, k0), dot(a2, k1));
+        s3 += vec2<f32>(dot(a3, k0), dot(a3, k1));
+        g0 += vec2<f32>(dot(b0, v0), dot(b0, v1));
+        g1 += vec2<f32>(dot(b1, v0), dot(b1, v1));
+        g2 += vec2<f32>(dot(b2, v0), dot(b2, v1));
+        g3 += vec2<f32>(dot(b3, v0), dot(b3, v1));
     }
-    let causal = params.causal != 0u;
-    let qscale = params.scale * LOG2E;
+    let j = vec2<u32>(j0 + tc, j0 + tc + 16u);
     var out: Tile;
-    for (var r = 0u; r < 4u; r++) {
-        let il = 4u * tr + r;
-        let i = i0 + il;
-        for (var c = 0u; c < 2u; c++) {
-            let j = j0 + tc + 16u * c;
-            var pv = 0.0;
-            if (i < n && j < n && (!causal || j <= i)) {
-                let s2 = s[r][c] * qscale + mask_bias(head, i, j) * LOG2E;
-                pv = exp2(s2 - lse_s[il]);
-            }
-            out.p[r][c] = pv;
-            out.ds[r][c] = pv * (dp[r][c] - dl_s[il]) * params.scale;
-        }
-    }
+    let e0 = prob(head, i0 + r0, j, n, s0, r0);
+    let e1 = prob(head, i0 + r0 + 1u, j, n, s1, r0 + 1u);
+    let e2 = prob(head, i0 + r0 + 2u, j, n, s2, r0 + 2u);
+    let e3 = prob(head, i0 + r0 + 3u, j, n, s3, r0 + 3u);
+    out.p0 = e0; out.p1 = e1; out.p2 = e2; out.p3 = e3;
+    out.ds0 = e0 * (g0 - dl_s[r0]) * params.scale;
+    out.ds1 = e1 * (g1 - dl_s[r0 + 1u]) * params.scale;
+    out.ds2 = e2 * (g2 - dl_s[r0 + 2u]) * params.scale;
+    out.ds3 = e3 * (g3 - dl_s[r0 + 3u]) * params.scale;
     return out;
+}
+
+// P of row i (local row il) with keys j.x, j.y from their raw scores s: exp2 of the scaled score
+// (base 2, plus the bias) minus L; 0 where the mask blocks or past N.
+fn prob(head: u32, i: u32, j: vec2<u32>, n: u32, s: vec2<f32>, il: u32) -> vec2<f32> {
+    let causal = params.causal != 0u;
+    let ok = (j < vec2<u32>(n)) & vec2<bool>(i < n) & ((j <= vec2<u32>(i)) | vec2<bool>(!causal));
+    var b = vec2<f32>(0.0);
+    if (HAS_MASK) {
+        b = vec2<f32>(mask_bias(head, i, j.x), mask_bias(head, i, j.y)) * LOG2E;
+    }
+    let s2 = s * (params.scale * LOG2E) + b;
+    return select(vec2<f32>(0.0), exp2(s2 - vec2<f32>(lse_s[il])), ok);
 }
 
 // Stores 4 gradient values of row `row` (of a [N, D] tensor), columns 4 c4 .. +3, PACK at a time.

@@ -47,13 +47,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         stage_rows(head, i0, t, n, d);
         workgroupBarrier();
         let tile = scores(head, i0, j0, t, n, d);
-        for (var r = 0u; r < 4u; r++) {
-            let row = 4u * tr + r;
-            ps[row * 8u + tc / 4u][tc % 4u] = tile.p[r].x;
-            ps[row * 8u + 4u + tc / 4u][tc % 4u] = tile.p[r].y;
-            dss[row * 8u + tc / 4u][tc % 4u] = tile.ds[r].x;
-            dss[row * 8u + 4u + tc / 4u][tc % 4u] = tile.ds[r].y;
-        }
+        put(4u * tr, tc, tile.p0, tile.ds0);
+        put(4u * tr + 1u, tc, tile.p1, tile.ds1);
+        put(4u * tr + 2u, tc, tile.p2, tile.ds2);
+        put(4u * tr + 3u, tc, tile.p3, tile.ds3);
         workgroupBarrier();
         // Phase B: keys 4tr .. +3, columns 4tc .. +3.
         for (var i = 0u; i < BT; i++) {
@@ -73,6 +70,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         store_kv(head, j0 + 4u * tr + 2u, c4, n, d, dk2, dv2);
         store_kv(head, j0 + 4u * tr + 3u, c4, n, d, dk3, dv3);
     }
+}
+
+// P and dS of row `row` with keys tc and tc + 16 into the [row][key/4] tiles.
+fn put(row: u32, tc: u32, p: vec2<f32>, ds: vec2<f32>) {
+    ps[row * 8u + tc / 4u][tc % 4u] = p.x;
+    ps[row * 8u + 4u + tc / 4u][tc % 4u] = p.y;
+    dss[row * 8u + tc / 4u][tc % 4u] = ds.x;
+    dss[row * 8u + 4u + tc / 4u][tc % 4u] = ds.y;
 }
 
 fn store_kv(head: u32, j: u32, c4: u32, n: u32, d: u32, a: vec4<f32>, b: vec4<f32>) {

@@ -41,8 +41,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         stage_keys(head, j0, t, n, d);
         workgroupBarrier();
         let tile = scores(head, i0, j0, t, n, d);
-        dst[tc * 8u + tr] = vec4<f32>(tile.ds[0].x, tile.ds[1].x, tile.ds[2].x, tile.ds[3].x);
-        dst[(tc + 16u) * 8u + tr] = vec4<f32>(tile.ds[0].y, tile.ds[1].y, tile.ds[2].y, tile.ds[3].y);
+        dst[tc * 8u + tr] = vec4<f32>(tile.ds0.x, tile.ds1.x, tile.ds2.x, tile.ds3.x);
+        dst[(tc + 16u) * 8u + tr] = vec4<f32>(tile.ds0.y, tile.ds1.y, tile.ds2.y, tile.ds3.y);
         workgroupBarrier();
         for (var j = 0u; j < BT; j++) {
             let s4 = dst[j * 8u + tr];

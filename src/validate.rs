@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::mask::Semantics;
 use crate::problem::{DType, Inputs, Problem, ToleranceMode};
-use crate::reference::{low_precision_row, reference_row_with, RowId};
+use crate::reference::{backward_head, low_precision_row, reference_row_with, HeadGrads, RowId};
 
 /// Absolute and relative tolerance for one dtype.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -388,22 +388,29 @@ pub fn validate_grads(
     sem: Semantics,
 ) -> Vec<GradValidation> {
     let nd = p.seq as usize * p.head_dim as usize;
-    let refs: Vec<(
-        u64,
-        crate::reference::HeadGrads,
-        crate::reference::HeadGrads,
-    )> = heads
-        .iter()
-        .map(|&h| {
-            (
-                h,
-                crate::reference::backward_head(p, x, h, sem, false),
-                crate::reference::backward_head(p, x, h, sem, true),
-            )
-        })
-        .collect();
+    // The oracle and its twin of every checked head, one thread each (they are independent).
+    type Pair = (u64, HeadGrads, HeadGrads);
+    let refs: Vec<Pair> = std::thread::scope(|scope| {
+        let jobs: Vec<_> = heads
+            .iter()
+            .flat_map(|&h| {
+                [false, true].map(|lp| scope.spawn(move || backward_head(p, x, h, sem, lp)))
+            })
+            .collect();
+        let mut done = jobs
+            .into_iter()
+            .map(|j| j.join().expect("the backward oracle does not panic"));
+        heads
+            .iter()
+            .map(|&h| {
+                let r = done.next().expect("one oracle per head");
+                let lp = done.next().expect("one twin per head");
+                (h, r, lp)
+            })
+            .collect()
+    });
     let names = ["dQ", "dK", "dV"];
-    let pick = |g: &crate::reference::HeadGrads, t: usize| -> Vec<f64> {
+    let pick = |g: &HeadGrads, t: usize| -> Vec<f64> {
         match t {
             0 => g.dq.clone(),
             1 => g.dk.clone(),

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The training-step measurements on the H200 (issue: backward), attn-wgpu and PyTorch in one
+# lease, from the repository root with the release binary and the .gl loaders carried:
+#   bash bench/h200_backward.sh BINARY OUTDIR
+# attn-wgpu: every variant with --backward at the seed's shape (f32, f16), `tiled` and `unfused`
+# OUTDIR/backward.tar.gz (+ OUTDIR/log.txt).
+set -u
+B=${1:?usage: bench/h200_backward.sh BINARY OUTDIR}
+out=${2:?usage: bench/h200_backward.sh BINARY OUTDIR}
+o=$(mktemp -d)
+source bench/h200_env.sh
+SEED="--batch 8 --heads 16 --head-dim 64"
+log="$o/log.txt"
+step() { echo "## $*"; "$@"; echo "## exit $?"; }
+{
+  echo "## nvidia-smi"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+  for dt in f32 f16; do
+    step $B run --variant all --backward $SEED --seq 1024 --dtype $dt --reps 10 --json "$o/attn_bwd_${dt}_N1024.json"
+  done
+  step $B run --variant all --backward $SEED --seq 1024 --dtype bf16 --reps 10 --json "$o/attn_bwd_bf16_N1024.json"
+  for dt in f32 f16; do
+    for v in tiled unfused-inplace; do
+      step $B run --variant $v --backward $SEED --seq 4096 --dtype $dt --reps 5 --json "$o/attn_bwd_${dt}_N4096_$v.json"
+    done
+  done
+  for dt in f32 f16; do
+    PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py --backward $SEED --seq 1024 --dtype $dt --reps 10 --json "$o/torch_bwd_${dt}_N1024.json"
+    PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py --backward $SEED --seq 4096 --dtype $dt --reps 5 --variants naive-inplace,flash,efficient,cudnn --json "$o/torch_bwd_${dt}_N4096.json"
+  done
+} > "$log" 2>&1
+mkdir -p "$out"
+cp "$log" "$out/log.txt"
+tar czf "$out/backward.tar.gz" -C "$o" .
+grep -hE "^(## [^e]|unfused|tiled|math|naive|flash|efficient|cudnn|  [a-z])" "$log" | grep -v "^## exit 0" | cut -c1-160
