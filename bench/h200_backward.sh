@@ -23,6 +23,7 @@ step() { echo "## $*"; "$@"; echo "## exit $?"; }
       step $B run --variant $v --backward $SEED --seq 4096 --dtype $dt --reps 5 --json "$o/attn_bwd_${dt}_N4096_$v.json"
     done
   done
+  step $B explain --backward --variant unfused,unfused-inplace,tiled $SEED --seq 1024 --dtype f32 --reps 5
   for dt in f32 f16; do
     PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py --backward $SEED --seq 1024 --dtype $dt --reps 10 --json "$o/torch_bwd_${dt}_N1024.json"
     PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py --backward $SEED --seq 4096 --dtype $dt --reps 5 --variants naive-inplace,flash,efficient,cudnn --json "$o/torch_bwd_${dt}_N4096.json"

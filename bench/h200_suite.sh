@@ -3,7 +3,8 @@
 # lent machine from the repository root with the release binary and the .gl loaders carried:
 #   bash bench/h200_suite.sh BINARY OUTDIR
 # It probes the adapter, runs attn-wgpu (f32/f16/bf16 at the seed's shape, every variant; f16 at
-# N=4096; a sweep over N for each dtype; explain at the seed's shape) and the PyTorch baseline (bench/torch_sdpa.py) in the same lease, so the
+# N=4096; a sweep over N for each dtype; explain at the seed's shape; the training step through
+# bench/h200_backward.sh) and the PyTorch baseline (bench/torch_sdpa.py) in the same lease, so the
 # numbers share one GPU state. Everything lands in OUTDIR/h200.tar.gz (+ OUTDIR/log.txt).
 set -u
 B=${1:?usage: bench/h200_suite.sh BINARY OUTDIR}
@@ -36,6 +37,8 @@ step() { echo "## $*"; "$@"; echo "## exit $?"; }
   done
   PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py $SEED --seq 4096 --dtype f16 --reps 10 --variants naive-inplace,math,flash,efficient,cudnn --json "$o/torch_f16_N4096.json"
 } > "$log" 2>&1
+# The training step (--backward), attn-wgpu and PyTorch, in the same lease.
+bash bench/h200_backward.sh "$B" "$o/backward" >> "$log" 2>&1
 mkdir -p "$out"
 cp "$log" "$out/log.txt"
 tar czf "$out/h200.tar.gz" -C "$o" .

@@ -15,7 +15,10 @@ const LOG2E: f32 = 1.4426950408889634;
 override HD: u32 = 0u;
 // D4, the vec4 slots per staged row (8 for D <= 32, 16 for D <= 64), sizes the workgroup arrays:
 // a `const` from a third file, tiled_bwd_d32.wgsl or tiled_bwd_d64.wgsl (naga 30 panics on these
-// arrays sized by an `override`).
+// arrays sized by an `override`). Rows are RS = D4 + 1 vec4 apart: with a stride of D4 (a multiple
+// of 32 banks) the 16 threads reading 16 different key rows at the same d in `scores` all hit the
+// same banks (a 16-way conflict on every K and V load); one vec4 of padding spreads them.
+const RS: u32 = D4 + 1u;
 
 fn head_dim() -> u32 {
     return select(params.head_dim, HD, HD != 0u);
@@ -67,8 +70,8 @@ fn stage_rows(head: u32, i0: u32, t: u32, n: u32, d: u32) {
         let r = w / D4;
         let c4 = w % D4;
         if (c4 < d4) {
-            qs[r * D4 + c4] = row4_q(base, i0 + r, c4, n, d);
-            gs[r * D4 + c4] = row4_g(base, i0 + r, c4, n, d);
+            qs[r * RS + c4] = row4_q(base, i0 + r, c4, n, d);
+            gs[r * RS + c4] = row4_g(base, i0 + r, c4, n, d);
         }
     }
     if (t < BT) {
@@ -86,8 +89,8 @@ fn stage_keys(head: u32, j0: u32, t: u32, n: u32, d: u32) {
         let r = w / D4;
         let c4 = w % D4;
         if (c4 < d4) {
-            ks[r * D4 + c4] = row4_k(base, j0 + r, c4, n, d);
-            vs[r * D4 + c4] = row4_v(base, j0 + r, c4, n, d);
+            ks[r * RS + c4] = row4_k(base, j0 + r, c4, n, d);
+            vs[r * RS + c4] = row4_v(base, j0 + r, c4, n, d);
         }
     }
 }
@@ -107,18 +110,18 @@ fn scores(head: u32, i0: u32, j0: u32, t: u32, n: u32, d: u32) -> Tile {
     var s0 = vec2<f32>(0.0); var s1 = vec2<f32>(0.0); var s2 = vec2<f32>(0.0); var s3 = vec2<f32>(0.0);
     var g0 = vec2<f32>(0.0); var g1 = vec2<f32>(0.0); var g2 = vec2<f32>(0.0); var g3 = vec2<f32>(0.0);
     for (var c4 = 0u; c4 < d4; c4++) {
-        let k0 = ks[tc * D4 + c4];
-        let k1 = ks[(tc + 16u) * D4 + c4];
-        let v0 = vs[tc * D4 + c4];
-        let v1 = vs[(tc + 16u) * D4 + c4];
-        let a0 = qs[r0 * D4 + c4];
-        let a1 = qs[(r0 + 1u) * D4 + c4];
-        let a2 = qs[(r0 + 2u) * D4 + c4];
-        let a3 = qs[(r0 + 3u) * D4 + c4];
-        let b0 = gs[r0 * D4 + c4];
-        let b1 = gs[(r0 + 1u) * D4 + c4];
-        let b2 = gs[(r0 + 2u) * D4 + c4];
-        let b3 = gs[(r0 + 3u) * D4 + c4];
+        let k0 = ks[tc * RS + c4];
+        let k1 = ks[(tc + 16u) * RS + c4];
+        let v0 = vs[tc * RS + c4];
+        let v1 = vs[(tc + 16u) * RS + c4];
+        let a0 = qs[r0 * RS + c4];
+        let a1 = qs[(r0 + 1u) * RS + c4];
+        let a2 = qs[(r0 + 2u) * RS + c4];
+        let a3 = qs[(r0 + 3u) * RS + c4];
+        let b0 = gs[r0 * RS + c4];
+        let b1 = gs[(r0 + 1u) * RS + c4];
+        let b2 = gs[(r0 + 2u) * RS + c4];
+        let b3 = gs[(r0 + 3u) * RS + c4];
         s0 += vec2<f32>(dot(a0, k0), dot(a0, k1));
         s1 += vec2<f32>(dot(a1, k0), dot(a1, k1));
         s2 += vec2<f32>(dot(a2, k0), dot(a2, k1));

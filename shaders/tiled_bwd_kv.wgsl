@@ -6,8 +6,8 @@
 // 4(t%16) .. +3 (D <= 64). P and dS go through workgroup memory ([row][key/4]) between the phases;
 // nothing N x N reaches device memory. Three barriers per query block. No atomics: every dK/dV
 // element has one owner (dQ has its own kernel, tiled_bwd_q.wgsl).
-// Workgroup storage: qs, gs, ks, vs 4 x 32 x D4 vec4 (8 KiB each for D4 = 16), ps, dss 2 x 4 KiB,
-// lse_s, dl_s 256 B: 41216 bytes for D4 = 16, 24832 for D4 = 8.
+// Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) vec4 (8.5 KiB each for D4 = 16), ps, dss 2 x 4 KiB,
+// lse_s, dl_s 256 B: 43264 bytes for D4 = 16, 26880 for D4 = 8.
 
 @group(0) @binding(1) var<storage, read> q: array<st>;
 @group(0) @binding(2) var<storage, read> k: array<st>;
@@ -18,10 +18,10 @@
 @group(0) @binding(7) var<storage, read_write> dk: array<st>;
 @group(0) @binding(8) var<storage, read_write> dv: array<st>;
 
-var<workgroup> qs: array<vec4<f32>, 32u * D4>;   // [row][d/4]: 32 x 16
-var<workgroup> gs: array<vec4<f32>, 32u * D4>;
-var<workgroup> ks: array<vec4<f32>, 32u * D4>;   // [key][d/4]
-var<workgroup> vs: array<vec4<f32>, 32u * D4>;
+var<workgroup> qs: array<vec4<f32>, 32u * RS>;   // [row][d/4]: 32 x 16
+var<workgroup> gs: array<vec4<f32>, 32u * RS>;
+var<workgroup> ks: array<vec4<f32>, 32u * RS>;   // [key][d/4]
+var<workgroup> vs: array<vec4<f32>, 32u * RS>;
 var<workgroup> ps: array<vec4<f32>, 256>;   // [row][key/4]: 32 x 8
 var<workgroup> dss: array<vec4<f32>, 256>;
 var<workgroup> lse_s: array<f32, 32>;
@@ -56,8 +56,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         for (var i = 0u; i < BT; i++) {
             let p4 = ps[i * 8u + tr];
             let s4 = dss[i * 8u + tr];
-            let gr = gs[i * D4 + tcc];
-            let qr = qs[i * D4 + tcc];
+            let gr = gs[i * RS + tcc];
+            let qr = qs[i * RS + tcc];
             dv0 += p4.x * gr; dv1 += p4.y * gr; dv2 += p4.z * gr; dv3 += p4.w * gr;
             dk0 += s4.x * qr; dk1 += s4.y * qr; dk2 += s4.z * qr; dk3 += s4.w * qr;
         }

@@ -4,8 +4,8 @@
 // phase A) and accumulating dQ += dS·K in registers (phase B: rows 4(t/16) .. +3, columns
 // 4(t%16) .. +3, outer products over the 32 keys of a block, dS through workgroup memory as
 // [key][row/4]). Three barriers per key block.
-// Workgroup storage: qs, gs, ks, vs 4 x 32 x D4 vec4 (8 KiB each for D4 = 16), dst 4 KiB, lse_s,
-// dl_s 256 B: 37120 bytes for D4 = 16, 20736 for D4 = 8.
+// Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) vec4 (8.5 KiB each for D4 = 16), dst 4 KiB, lse_s,
+// dl_s 256 B: 39168 bytes for D4 = 16, 22784 for D4 = 8.
 
 @group(0) @binding(1) var<storage, read> q: array<st>;
 @group(0) @binding(2) var<storage, read> k: array<st>;
@@ -15,10 +15,10 @@
 @group(0) @binding(6) var<storage, read> delta: array<f32>;
 @group(0) @binding(7) var<storage, read_write> dq: array<st>;
 
-var<workgroup> qs: array<vec4<f32>, 32u * D4>;
-var<workgroup> gs: array<vec4<f32>, 32u * D4>;
-var<workgroup> ks: array<vec4<f32>, 32u * D4>;
-var<workgroup> vs: array<vec4<f32>, 32u * D4>;
+var<workgroup> qs: array<vec4<f32>, 32u * RS>;
+var<workgroup> gs: array<vec4<f32>, 32u * RS>;
+var<workgroup> ks: array<vec4<f32>, 32u * RS>;
+var<workgroup> vs: array<vec4<f32>, 32u * RS>;
 var<workgroup> dst: array<vec4<f32>, 256>;  // [key][row/4]: 32 x 8
 var<workgroup> lse_s: array<f32, 32>;
 var<workgroup> dl_s: array<f32, 32>;
@@ -46,7 +46,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         workgroupBarrier();
         for (var j = 0u; j < BT; j++) {
             let s4 = dst[j * 8u + tr];
-            let kr = ks[j * D4 + tcc];
+            let kr = ks[j * RS + tcc];
             dq0 += s4.x * kr; dq1 += s4.y * kr; dq2 += s4.z * kr; dq3 += s4.w * kr;
         }
         workgroupBarrier();

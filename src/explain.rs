@@ -515,7 +515,77 @@ pub fn report(p: &Problem, runs: &[VariantRun], x: &HostExtras) -> String {
     s.push('\n');
     s.push_str(&fusion(runs));
     s.push('\n');
+    if p.backward {
+        s.push_str(&training(runs));
+        s.push('\n');
+    }
     s.push_str(&verdicts(runs));
+    s
+}
+
+/// PyTorch's autograd kernels per backward at B8 H16 N1024 D64 causal on the H200 (PyTorch 2.11,
+/// `bench/torch_sdpa.py --backward`, results/h200/2026-12-04-v20-backward/torch_bwd_*_N1024.json):
+/// (code, f32, f16).
+pub const TORCH_BACKWARD_KERNELS: &[(&str, u32, u32)] = &[
+    ("naive (q@kᵀ, *scale, masked_fill, softmax, @v)", 9, 9),
+    ("naive-inplace", 9, 9),
+    ("math (SDPA MATH backend)", 9, 13),
+    ("flash", 0, 5),
+    ("efficient", 9, 6),
+    ("cudnn", 0, 3),
+];
+
+/// `explain --backward`: per variant the dispatches of the two passes, the tensors the forward
+/// saves for the backward and their bytes (side by side), the step's peak memory and whether its
+/// in-place steps are safe for training; then PyTorch's autograd kernel counts for comparison.
+pub fn training(runs: &[VariantRun]) -> String {
+    let mut s = String::from("== Training: what the forward keeps for the backward\n");
+    for r in runs {
+        match &r.training {
+            Some(t) => {
+                let saved: Vec<String> = t
+                    .saved
+                    .iter()
+                    .map(|(n, b)| format!("{n} {}", crate::report::table::bytes(*b)))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "   {:<16} {} forward + {} backward dispatches; saves {}; beyond the inputs {}; \
+                     training-step peak {}",
+                    r.variant,
+                    t.forward_dispatches,
+                    t.backward_dispatches,
+                    saved.join(", "),
+                    crate::report::table::bytes(t.saved_beyond_inputs_bytes),
+                    crate::report::table::bytes(t.peak_bytes)
+                );
+                if let Some(n) = &t.in_place {
+                    let _ = writeln!(s, "   {:<16} {n}", "");
+                }
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "   {:<16} no training step here: {}",
+                    r.variant,
+                    r.reason.as_deref().unwrap_or("-")
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        "   The materialized variants keep P (N x N per head) for the backward; the fused ones keep \
+         only L (one float per row) and recompute P, trading FLOPs for bytes as in the forward."
+    );
+    let _ = writeln!(
+        s,
+        "   PyTorch autograd kernels per backward (H200, PyTorch 2.11, B8 H16 N1024 D64 causal; \
+         0 = backend unavailable at f32):"
+    );
+    for (code, f32k, f16k) in TORCH_BACKWARD_KERNELS {
+        let _ = writeln!(s, "     {code:<48} f32 {f32k:>2}   f16 {f16k:>2}");
+    }
     s
 }
 
@@ -525,10 +595,21 @@ fn verdicts(runs: &[VariantRun]) -> String {
     let mut s = String::from("== Validation against the f64 reference\n");
     for r in runs {
         let line = match &r.validation {
-            Some(v) => format!(
-                "{}: max abs err {:.3e}, {} NaN, {} rows checked",
-                v.verdict, v.max_abs_err, v.nan_count, v.rows_checked
-            ),
+            Some(v) => {
+                let mut line = format!(
+                    "{}: max abs err {:.3e}, {} NaN, {} rows checked",
+                    v.verdict, v.max_abs_err, v.nan_count, v.rows_checked
+                );
+                if let Some(t) = &r.training {
+                    for g in &t.grads {
+                        line += &format!(
+                            "; {} {} {:.3e} ({} of {} heads)",
+                            g.tensor, g.verdict, g.max_abs_err, g.heads_checked, g.heads_total
+                        );
+                    }
+                }
+                line
+            }
             None => format!(
                 "not run: {}",
                 r.reason.as_deref().unwrap_or("no measurement")

@@ -328,10 +328,25 @@ impl Plan {
         Ok(())
     }
 
-    /// The distinct tensors the forward saves for the backward, with their bytes (inputs too).
+    /// The distinct tensors the forward saves for the backward, with their bytes (inputs too;
+    /// not what the backward itself computes and reads, like `tiled`'s D).
     pub fn saved_tensors(&self) -> Vec<(String, u64)> {
+        let forward_written: std::collections::HashSet<&str> = self
+            .dispatches
+            .iter()
+            .filter(|d| d.phase == Phase::Forward)
+            .flat_map(|d| d.bindings.iter())
+            .filter(|b| b.access == Access::ReadWrite)
+            .map(|b| b.buffer.as_str())
+            .collect();
         let mut out: Vec<(String, u64)> = Vec::new();
         for s in self.dispatches.iter().flat_map(|d| &d.saved) {
+            let input = self
+                .buffer(&s.buffer)
+                .is_some_and(|b| b.role == Role::Input);
+            if !input && !forward_written.contains(s.buffer.as_str()) {
+                continue;
+            }
             if !out.iter().any(|(n, _)| *n == s.buffer) {
                 out.push((
                     s.buffer.clone(),

@@ -146,6 +146,7 @@ fn run_all_writes_complete_results_and_keeps_old_file_on_error() {
         [
             ("unfused".to_string(), 6),
             ("unfused-inplace".to_string(), 5),
+            ("unfused-inplace-exp".to_string(), 7),
             ("math".to_string(), 11),
             ("tiled".to_string(), 1),
             ("tiled-subgroup".to_string(), 1),

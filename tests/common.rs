@@ -6,6 +6,10 @@
 use std::sync::OnceLock;
 
 use attn_wgpu::gpu::{AdapterSelection, Gpu};
+use attn_wgpu::mask::{normalize, MaskValues, UserMask};
+use attn_wgpu::problem::{Convention, DType, Inputs, Problem};
+use attn_wgpu::variants;
+use rand_core::RngCore;
 
 pub fn gpu() -> &'static Gpu {
     static GPU: OnceLock<Gpu> = OnceLock::new();
@@ -36,4 +40,113 @@ pub fn bin() -> std::process::Command {
 /// A finished command's stderr, as text.
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Mask kinds the suite draws from.
+pub const KINDS: [&str; 6] = [
+    "none",
+    "bool",
+    "float",
+    "padding",
+    "bool+padding",
+    "float+padding",
+];
+
+pub struct Case {
+    pub variant: &'static str,
+    pub p: Problem,
+    pub x: Inputs,
+    pub desc: String,
+}
+
+pub fn pick<T: Copy>(rng: &mut rand_pcg::Pcg32, xs: &[T]) -> T {
+    xs[(rng.next_u32() as usize) % xs.len()]
+}
+
+pub fn unit(rng: &mut rand_pcg::Pcg32) -> f32 {
+    (rng.next_u32() >> 8) as f32 / (1u32 << 24) as f32
+}
+
+/// A random mask of a random allowed shape; bool masks sometimes block whole rows.
+pub fn random_mask(rng: &mut rand_pcg::Pcg32, p: &Problem, float: bool) -> UserMask {
+    let n = p.seq as u64;
+    let shape = match rng.next_u32() % 3 {
+        0 => vec![n, n],
+        1 => vec![p.batch as u64, 1, n, n],
+        _ => vec![p.batch as u64, p.heads as u64, n, n],
+    };
+    let len = shape.iter().product::<u64>() as usize;
+    let density = pick(rng, &[0.1f32, 0.5, 0.9]);
+    let values = if float {
+        MaskValues::Float(
+            (0..len)
+                .map(|_| {
+                    let u = unit(rng);
+                    if u < 0.15 {
+                        f32::NEG_INFINITY
+                    } else {
+                        (unit(rng) - 0.5) * 6.0
+                    }
+                })
+                .collect(),
+        )
+    } else {
+        let dead_row = (rng.next_u32() % n as u32) as usize;
+        let kill = rng.next_u32() & 1 == 0;
+        MaskValues::Bool(
+            (0..len)
+                .map(|k| {
+                    let row = (k / n as usize) % n as usize;
+                    if kill && row == dead_row {
+                        false
+                    } else {
+                        unit(rng) < density
+                    }
+                })
+                .collect(),
+        )
+    };
+    UserMask {
+        shape,
+        values,
+        source: "generated".into(),
+    }
+}
+
+/// A random case; `backward`: a training problem (dO drawn too), N <= 40 and D <= 32 (the fused
+/// backward's narrow kernels, which fit lavapipe's 32 KiB of workgroup storage).
+pub fn random_case(rng: &mut rand_pcg::Pcg32, backward: bool) -> Case {
+    let variant = pick(rng, &variants::names());
+    let dtype = pick(rng, &DType::ALL);
+    let kind = pick(rng, &KINDS);
+    let conv = pick(rng, &[Convention::Sdpa, Convention::Mha]);
+    let causal = rng.next_u32() & 1 == 0;
+    let b = 1 + rng.next_u32() % 2;
+    let h = 1 + rng.next_u32() % 3;
+    let n = pick(rng, &[1u32, 2, 3, 5, 8, 13, 16, 17, 24, 31, 33, 40]);
+    let d = pick(rng, &[1u32, 2, 3, 4, 7, 8, 12, 16, 17, 24, 32]);
+    let seed = rng.next_u64();
+    let mut p = Problem::new(b, h, n, d, causal, seed);
+    p.dtype = dtype;
+    p.backward = backward;
+    let mut x = Inputs::generate(&p);
+    let user = match kind {
+        "bool" | "bool+padding" => Some(random_mask(rng, &p, false)),
+        "float" | "float+padding" => Some(random_mask(rng, &p, true)),
+        _ => None,
+    };
+    let padding: Option<Vec<u32>> = kind
+        .contains("padding")
+        .then(|| (0..b).map(|_| rng.next_u32() % (n + 1)).collect());
+    normalize(&mut p, &mut x, user.as_ref(), conv, padding.as_deref()).unwrap();
+    let desc = format!(
+        "{variant} {} mask={kind} conv={conv:?} pad={padding:?} seed={seed}",
+        p.shape_string()
+    );
+    Case {
+        variant,
+        p,
+        x,
+        desc,
+    }
 }

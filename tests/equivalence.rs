@@ -12,119 +12,13 @@ use attn_wgpu::run::run_variant;
 use attn_wgpu::validate::Verdict;
 use attn_wgpu::variants;
 use attn_wgpu::Error;
-use rand_core::{RngCore, SeedableRng};
+use rand_core::SeedableRng;
 
 const SCHED: Schedule = Schedule {
     warmup: 0,
     reps: 1,
     host_reps: 0,
 };
-
-/// Mask kinds the suite draws from.
-const KINDS: [&str; 6] = [
-    "none",
-    "bool",
-    "float",
-    "padding",
-    "bool+padding",
-    "float+padding",
-];
-
-struct Case {
-    variant: &'static str,
-    p: Problem,
-    x: Inputs,
-    desc: String,
-}
-
-fn pick<T: Copy>(rng: &mut rand_pcg::Pcg32, xs: &[T]) -> T {
-    xs[(rng.next_u32() as usize) % xs.len()]
-}
-
-fn unit(rng: &mut rand_pcg::Pcg32) -> f32 {
-    (rng.next_u32() >> 8) as f32 / (1u32 << 24) as f32
-}
-
-/// A random mask of a random allowed shape; bool masks sometimes block whole rows.
-fn random_mask(rng: &mut rand_pcg::Pcg32, p: &Problem, float: bool) -> UserMask {
-    let n = p.seq as u64;
-    let shape = match rng.next_u32() % 3 {
-        0 => vec![n, n],
-        1 => vec![p.batch as u64, 1, n, n],
-        _ => vec![p.batch as u64, p.heads as u64, n, n],
-    };
-    let len = shape.iter().product::<u64>() as usize;
-    let density = pick(rng, &[0.1f32, 0.5, 0.9]);
-    let values = if float {
-        MaskValues::Float(
-            (0..len)
-                .map(|_| {
-                    let u = unit(rng);
-                    if u < 0.15 {
-                        f32::NEG_INFINITY
-                    } else {
-                        (unit(rng) - 0.5) * 6.0
-                    }
-                })
-                .collect(),
-        )
-    } else {
-        let dead_row = (rng.next_u32() % n as u32) as usize;
-        let kill = rng.next_u32() & 1 == 0;
-        MaskValues::Bool(
-            (0..len)
-                .map(|k| {
-                    let row = (k / n as usize) % n as usize;
-                    if kill && row == dead_row {
-                        false
-                    } else {
-                        unit(rng) < density
-                    }
-                })
-                .collect(),
-        )
-    };
-    UserMask {
-        shape,
-        values,
-        source: "generated".into(),
-    }
-}
-
-fn random_case(rng: &mut rand_pcg::Pcg32) -> Case {
-    let variant = pick(rng, &variants::names());
-    let dtype = pick(rng, &DType::ALL);
-    let kind = pick(rng, &KINDS);
-    let conv = pick(rng, &[Convention::Sdpa, Convention::Mha]);
-    let causal = rng.next_u32() & 1 == 0;
-    let b = 1 + rng.next_u32() % 2;
-    let h = 1 + rng.next_u32() % 3;
-    let n = pick(rng, &[1u32, 2, 3, 5, 8, 13, 16, 17, 24, 31, 33, 40]);
-    let d = pick(rng, &[1u32, 2, 3, 4, 7, 8, 12, 16, 17, 24, 32]);
-    let seed = rng.next_u64();
-    let mut p = Problem::new(b, h, n, d, causal, seed);
-    p.dtype = dtype;
-    let mut x = Inputs::generate(&p);
-    let user = match kind {
-        "bool" | "bool+padding" => Some(random_mask(rng, &p, false)),
-        "float" | "float+padding" => Some(random_mask(rng, &p, true)),
-        _ => None,
-    };
-    let padding: Option<Vec<u32>> = kind
-        .contains("padding")
-        .then(|| (0..b).map(|_| rng.next_u32() % (n + 1)).collect());
-    normalize(&mut p, &mut x, user.as_ref(), conv, padding.as_deref()).unwrap();
-    let desc = format!(
-        "{variant} {} mask={kind} conv={conv:?} pad={padding:?} seed={seed}",
-        p.shape_string()
-    );
-    Case {
-        variant,
-        p,
-        x,
-        desc,
-    }
-}
 
 #[test]
 fn randomized_equivalence_suite() {
@@ -135,7 +29,7 @@ fn randomized_equivalence_suite() {
     let (mut ran, mut refused, mut fully_masked_rows) = (0u32, 0u32, 0u64);
     let t0 = std::time::Instant::now();
     while ran < 520 {
-        let c = random_case(&mut rng);
+        let c = common::random_case(&mut rng, false);
         match run_variant(gpu, &mut runner, &c.p, &c.x, c.variant, SCHED, false) {
             Ok(r) => {
                 ran += 1;

@@ -54,6 +54,12 @@ pub fn cmd_explain(a: ExplainArgs) -> anyhow::Result<u8> {
     super::check_tile_taker(forced, &names, "--variant", &a.variant)?;
     let mut p = a.shape.problem(a.seq, &DEFAULTS)?;
     p.overrides = a.tile.overrides()?;
+    // In training, the in-place hazard is part of the lesson: unfused-inplace-exp joins the list
+    // (its plan is refused, with the dispatch that overwrote what its backward needs).
+    let mut names = names;
+    if p.backward && !names.iter().any(|n| n == "unfused-inplace-exp") {
+        names.push("unfused-inplace-exp".into());
+    }
     attn_wgpu::budget::check_host(&p, names.len())?;
     let gpu = a.sel.open(features_of(&names, p.dtype))?;
     let tuned = find_tune(&gpu, a.tile.tune.as_deref())?;

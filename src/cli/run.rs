@@ -498,9 +498,11 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         if runs.len() > 1 {
             print!("{}", table::summary(&runs));
         }
+        print!("{}", table::training(&runs));
     } else {
         println!();
         print!("{}", table::compact(&runs));
+        print!("{}", table::training(&runs));
         println!(
             "(--verbose: per-dispatch times, host phases, traffic, notes and the roofline; --json \
              FILE: everything)"

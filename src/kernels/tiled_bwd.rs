@@ -20,9 +20,10 @@ pub const BT: u64 = 32;
 /// Largest head dimension they hold (16 vec4 per staged row).
 pub const MAX_D: u32 = 64;
 /// Workgroup storage of tiled_bwd_kv.wgsl for head dimension `d` (the larger of the two kernels;
-/// its header derives it): Q, dO, K, V tiles of 32 rows x ceil(D/4) vec4, P and dS tiles, L and D.
+/// its header derives it): Q, dO, K, V tiles of 32 rows x (D4 + 1) vec4 (one of padding), P and
+/// dS tiles, L and D.
 pub fn storage(d: u32) -> u64 {
-    4 * BT * d4(d) * 16 + 2 * BT * BT * 4 + 2 * BT * 4
+    4 * BT * (d4(d) + 1) * 16 + 2 * BT * BT * 4 + 2 * BT * 4
 }
 
 /// vec4 slots per staged row: the kernels come in two widths (tiled_bwd_d32.wgsl, _d64.wgsl).

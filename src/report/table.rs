@@ -273,9 +273,86 @@ fn moved_cell(r: &VariantRun) -> String {
 }
 
 fn verdict_cell(r: &VariantRun) -> String {
-    r.validation
+    let o = r
+        .validation
         .as_ref()
-        .map_or("-".into(), |v| v.verdict.to_string())
+        .map_or("-".into(), |v| v.verdict.to_string());
+    match &r.training {
+        Some(t) if !t.passed() => format!("{o} (O), FAIL (gradients)"),
+        Some(_) => format!("{o} (O, dQ, dK, dV)"),
+        None => o,
+    }
+}
+
+/// The training step of every variant that ran one (`--backward`): dispatches and GPU time of
+/// the forward in training mode and of the backward, the saved tensors beyond the inputs, the
+/// step's peak memory, each gradient's worst error against the oracle (and its ratio to the
+/// low-precision twin's), and whether the variant's in-place steps are safe for training.
+pub fn training(runs: &[VariantRun]) -> String {
+    let mut s = String::new();
+    if !runs.iter().any(|r| r.training.is_some()) {
+        return s;
+    }
+    let _ = writeln!(s, "\ntraining step (forward in training mode + backward):");
+    let _ = writeln!(
+        s,
+        "{:<16} {:>9} {:>11} {:>11} {:>12} {:>12} {:>10}  dQ / dK / dV: max abs err (x twin)",
+        "variant", "disp f+b", "fwd µs", "bwd µs", "bwd moved", "saved+", "peak mem"
+    );
+    let us = |x: Option<crate::report::stats::Stats>| opt(x.map(|x| x.median), 1);
+    for r in runs {
+        let Some(t) = &r.training else {
+            continue;
+        };
+        let grads: Vec<String> = t
+            .grads
+            .iter()
+            .map(|g| {
+                format!(
+                    "{} {:.1e}{}{}",
+                    g.verdict,
+                    g.max_abs_err,
+                    g.err_ratio_to_lp_ref
+                        .map_or(String::new(), |x| format!(" (x{x:.2})")),
+                    if g.nan_count + g.inf_count > 0 {
+                        format!(" {} NaN/Inf", g.nan_count + g.inf_count)
+                    } else {
+                        String::new()
+                    }
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "{:<16} {:>9} {:>11} {:>11} {:>12} {:>12} {:>10}  {}",
+            r.variant,
+            format!("{}+{}", t.forward_dispatches, t.backward_dispatches),
+            us(t.forward_gpu_us),
+            us(t.backward_gpu_us),
+            bytes(t.backward_bytes),
+            bytes(t.saved_beyond_inputs_bytes),
+            bytes(t.peak_bytes),
+            grads.join(" / ")
+        );
+        if let Some(w) = t.grads.iter().find_map(|g| {
+            (g.verdict == crate::validate::Verdict::Fail)
+                .then_some(g)
+                .and_then(|g| g.worst.as_ref().map(|w| (g, w)))
+        }) {
+            let (g, w) = w;
+            let _ = writeln!(
+                s,
+                "   FAIL {}: worst at (b={}, h={}, i={}, d={}): {} vs {} (atol {:.3e}, rtol {:.3e})",
+                g.tensor, w.b, w.h, w.i, w.d, w.gpu, w.reference, g.atol, g.rtol
+            );
+        }
+    }
+    for r in runs {
+        if let Some(note) = r.training.as_ref().and_then(|t| t.in_place.as_ref()) {
+            let _ = writeln!(s, "   {}: {note}", r.variant);
+        }
+    }
+    s
 }
 
 /// For a failure with unexpected NaN or Inf: that first (the max errors exclude them).

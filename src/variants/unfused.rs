@@ -252,7 +252,8 @@ fn build(
         notes.push("mask applied out of place: +1 dispatch (copy) and +1 N x N buffer (S2)".into());
     } else {
         notes.push(
-            "mask applied in place: unsafe for training, where backward needs the unmasked scores"
+            "mask applied in place: still safe for training, since no backward step reads the \
+             scores it overwrites (see --backward's training note)"
                 .into(),
         );
     }

@@ -1,0 +1,311 @@
+//! Training mode (`--backward`) on the test adapter: every variant's dQ, dK, dV against the f64
+//! backward oracle over random cases (masks, key padding, fully-masked rows, causal, dtypes), the
+//! in-place hazard check on the real case that fires it (and proof that the hazard is real), and
+//! the command line's training options and their bad inputs.
+
+mod common;
+
+use attn_wgpu::gpu::runner::{Runner, Schedule};
+use attn_wgpu::problem::{DType, Inputs, Problem};
+use attn_wgpu::run::run_variant;
+use attn_wgpu::validate::Verdict;
+use attn_wgpu::{variants, Error};
+use common::{bin, stderr};
+use rand_core::SeedableRng;
+
+const SCHED: Schedule = Schedule {
+    warmup: 0,
+    reps: 1,
+    host_reps: 0,
+};
+
+fn expected_refusal(p: &Problem, variant: &str, reason: &str) -> bool {
+    (p.dtype == DType::BF16 && p.head_dim % 2 == 1 && reason.contains("D must be even"))
+        || (p.dtype == DType::F16 && !common::gpu().caps.f16 && reason.contains("SHADER_F16"))
+        || reason.contains("is not implemented")
+        || reason.contains("does not offer")
+        || (variant == "unfused-inplace-exp" && reason.contains("in-place hazard"))
+        || (variant == "tiled-coop" && reason.contains("no backward on cooperative matrices"))
+}
+
+#[test]
+fn randomized_backward_equivalence_suite() {
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    let mut rng = rand_pcg::Pcg32::seed_from_u64(0xbac_4a4d);
+    let mut failures = Vec::new();
+    let (mut ran, mut expected_nan) = (0u32, 0u64);
+    let mut per_variant = std::collections::BTreeMap::<&str, u32>::new();
+    while ran < 160 {
+        let c = common::random_case(&mut rng, true);
+        match run_variant(gpu, &mut runner, &c.p, &c.x, c.variant, SCHED, false) {
+            Ok(r) => {
+                ran += 1;
+                *per_variant.entry(c.variant).or_default() += 1;
+                let v = r.validation.as_ref().unwrap();
+                let t = r
+                    .training
+                    .as_ref()
+                    .expect("a training run reports its step");
+                if v.verdict != Verdict::Pass {
+                    failures.push(format!("{}: O failed: {:?}", c.desc, v.worst));
+                }
+                assert_eq!(t.grads.len(), 3, "{}", c.desc);
+                for g in &t.grads {
+                    expected_nan += g.expected_nan_count;
+                    if g.verdict != Verdict::Pass {
+                        failures.push(format!(
+                            "{}: {} max abs {:.3e} ratio {:.2} NaN {} worst {:?}",
+                            c.desc, g.tensor, g.max_abs_err, g.max_tol_ratio, g.nan_count, g.worst
+                        ));
+                    }
+                }
+            }
+            Err(Error::Incompatible { reason, .. }) => {
+                if !expected_refusal(&c.p, c.variant, &reason) {
+                    failures.push(format!("{}: unexpected refusal: {reason}", c.desc));
+                }
+            }
+            Err(e) => failures.push(format!("{}: error {e}", c.desc)),
+        }
+    }
+    eprintln!("{ran} training cases: {per_variant:?}; {expected_nan} expected NaN gradients");
+    for v in ["unfused", "unfused-inplace", "math", "tiled"] {
+        assert!(
+            per_variant.get(v).copied().unwrap_or(0) >= 10,
+            "{v} must be exercised: {per_variant:?}"
+        );
+    }
+    assert!(
+        expected_nan > 0,
+        "fully-masked rows of the NaN variants must reach dV"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn training_problem() -> (Problem, Inputs) {
+    let mut p = Problem::new(1, 2, 24, 8, true, 7);
+    p.backward = true;
+    let x = Inputs::generate(&p);
+    (p, x)
+}
+
+/// The check fires on the real case: `unfused-inplace-exp` runs fine in inference and is refused
+/// in training, naming the saved tensor, the step whose backward needs it and the in-place
+/// dispatch that overwrote it; `unfused-inplace`, whose in-place steps overwrite only what no
+/// backward step reads, is accepted.
+#[test]
+fn the_in_place_hazard_is_refused_with_the_overwriting_dispatch() {
+    let caps = &common::gpu().caps;
+    let (p, _) = training_problem();
+    let inference = Problem {
+        backward: false,
+        ..p.clone()
+    };
+    assert!(variants::plan("unfused-inplace-exp", &inference, caps).is_ok());
+    match variants::plan("unfused-inplace-exp", &p, caps) {
+        Err(Error::Incompatible { reason, .. }) => {
+            assert!(reason.contains("in-place hazard"), "{reason}");
+            assert!(reason.contains("`exp_bwd`"), "{reason}");
+            assert!(reason.contains("`exp_sum`"), "{reason}");
+            assert!(reason.contains("`normalize_rows` overwrote"), "{reason}");
+        }
+        other => panic!(
+            "the hazard must be refused, got {:?}",
+            other.map(|p| p.variant)
+        ),
+    }
+    for v in ["unfused", "unfused-inplace", "math", "tiled"] {
+        let plan = variants::plan(v, &p, caps).unwrap();
+        assert!(plan.check_saved().is_ok());
+        assert!(plan.training_note.as_deref().unwrap().starts_with("safe"));
+    }
+}
+
+/// The hazard is real, not a formality: the refused plan, run anyway (bypassing the check), reads
+/// P where exp_'s backward needs E and its gradients fail against the oracle, while the same
+/// forward's output passes.
+#[test]
+fn running_the_refused_plan_anyway_gives_wrong_gradients() {
+    let gpu = common::gpu();
+    let (p, x) = training_problem();
+    let mut plan = attn_wgpu::variants::unfused::build_in_place_exp(&p, &gpu.caps).unwrap();
+    plan.variant = "unfused-inplace-exp".into();
+    assert!(plan.check_saved().is_err());
+    let mut runner = Runner::new(gpu).unwrap();
+    let m = runner.execute(&plan, &x, SCHED).unwrap();
+    let o = attn_wgpu::validate::validate(
+        &p,
+        &x,
+        &m.output,
+        &attn_wgpu::validate::rows_to_check(&p),
+        attn_wgpu::mask::Semantics::Nan,
+    );
+    assert_eq!(o.verdict, Verdict::Pass);
+    let g = attn_wgpu::validate::validate_grads(
+        &p,
+        &x,
+        &m.grads,
+        &[0, 1],
+        attn_wgpu::mask::Semantics::Nan,
+    );
+    assert_eq!(
+        g[2].verdict,
+        Verdict::Pass,
+        "dV does not go through exp_'s backward"
+    );
+    assert_eq!(g[0].verdict, Verdict::Fail, "dQ must be wrong: {:?}", g[0]);
+    assert_eq!(g[1].verdict, Verdict::Fail, "dK must be wrong: {:?}", g[1]);
+}
+
+#[test]
+fn cli_backward_writes_gradients_and_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let grads = dir.path().join("g");
+    let inputs = dir.path().join("in");
+    std::fs::create_dir(&grads).unwrap();
+    let o = bin()
+        .args([
+            "run",
+            "--variant",
+            "tiled",
+            "--backward",
+            "--seq",
+            "20",
+            "--heads",
+            "2",
+        ])
+        .args([
+            "--head-dim",
+            "8",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--dtype",
+            "f16",
+        ])
+        .arg("--grad-out")
+        .arg(&grads)
+        .arg("--save-inputs")
+        .arg(&inputs)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("training step"), "{text}");
+    for f in ["dq.npy", "dk.npy", "dv.npy"] {
+        let t = attn_wgpu::npy::read_qkv(&grads.join(f)).unwrap();
+        assert_eq!(t.shape, vec![1, 2, 20, 8], "{f}");
+        assert_eq!(t.dtype, DType::F16, "{f}");
+        assert!(t.values.iter().all(|v| v.is_finite()));
+    }
+    // The saved dO reproduces the run: --do with it gives the same gradients.
+    let again = dir.path().join("g2");
+    std::fs::create_dir(&again).unwrap();
+    let o = bin()
+        .args([
+            "run",
+            "--variant",
+            "unfused",
+            "--backward",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+        ])
+        .args(["--dtype", "f16"])
+        .arg("--q")
+        .arg(inputs.join("q.npy"))
+        .arg("--k")
+        .arg(inputs.join("k.npy"))
+        .arg("--v")
+        .arg(inputs.join("v.npy"))
+        .arg("--do")
+        .arg(inputs.join("do.npy"))
+        .arg("--grad-out")
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let a = attn_wgpu::npy::read_qkv(&grads.join("dv.npy")).unwrap();
+    let b = attn_wgpu::npy::read_qkv(&again.join("dv.npy")).unwrap();
+    let worst = a
+        .values
+        .iter()
+        .zip(&b.values)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0f32, f32::max);
+    assert!(worst < 1e-2, "two variants on the same dO: {worst}");
+}
+
+#[test]
+fn cli_backward_bad_inputs_get_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let mut c = bin();
+        c.args([
+            "run",
+            "--seq",
+            "16",
+            "--heads",
+            "1",
+            "--head-dim",
+            "8",
+            "--reps",
+            "1",
+        ]);
+        c.args(extra);
+        c.output().unwrap()
+    };
+    // dO of the wrong shape.
+    let bad = dir.path().join("bad.npy");
+    attn_wgpu::npy::write(&bad, &[1, 1, 15, 8], DType::F32, &vec![0.0; 120]).unwrap();
+    let o = run(&[
+        "--variant",
+        "tiled",
+        "--backward",
+        "--do",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("expected shape [1, 1, 16, 8]"),
+        "{}",
+        stderr(&o)
+    );
+    // --grad-out into a missing folder; nothing is created.
+    let missing = dir.path().join("nope");
+    let o = run(&[
+        "--variant",
+        "tiled",
+        "--backward",
+        "--grad-out",
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no such folder"), "{}", stderr(&o));
+    assert!(!missing.exists());
+    // Training options without --backward.
+    let o = run(&["--variant", "tiled", "--do", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("add --backward"), "{}", stderr(&o));
+    // A variant whose backward is refused: exit 4 with the reason.
+    let o = run(&["--variant", "unfused-inplace-exp", "--backward"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(stderr(&o).contains("in-place hazard"), "{}", stderr(&o));
+    // --grad-out with all variants.
+    let o = run(&[
+        "--variant",
+        "all",
+        "--backward",
+        "--grad-out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
