@@ -32,6 +32,10 @@ pub struct SweepPoint {
     pub verdict: Option<String>,
     /// The `tiled` tile choice and its source (`default`, `tuned: <cache path>`).
     pub tile: Option<crate::tile::TileUsed>,
+    /// `--backward`: the backward's GPU µs (median; `gpu_median_us` is then the whole training
+    /// step) and the step's peak memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backward_median_us: Option<f64>,
 }
 
 impl SweepPoint {
@@ -52,8 +56,15 @@ impl SweepPoint {
                 .memory
                 .as_ref()
                 .map(|m| m.n_by_n_buffers.iter().map(|b| b.1).sum()),
-            verdict: r.validation.as_ref().map(|v| v.verdict.to_string()),
+            // O and, in training, the gradients too.
+            verdict: r.validation.as_ref().map(|_| {
+                if r.passed() { "PASS" } else { "FAIL" }.to_string()
+            }),
             tile: r.tile.clone(),
+            backward_median_us: r
+                .training
+                .as_ref()
+                .and_then(|t| t.backward_gpu_us.map(|s| s.median)),
         }
     }
 }
@@ -376,6 +387,7 @@ mod tests {
             n_by_n_bytes: None,
             verdict: None,
             tile: None,
+            backward_median_us: None,
         }
     }
 

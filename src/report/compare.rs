@@ -135,8 +135,11 @@ pub fn parse_value(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
             .as_str()
             .ok_or_else(|| schema(&format!("runs[{i}] has no `variant`")))?;
         let f = &r["forward"];
-        let median_us = f["gpu_us"]["median"]
+        // A training run's span covers forward and backward: its forward row is the forward's
+        // dispatches alone (the backward gets a row of its own below).
+        let median_us = r["training"]["forward_gpu_us"]["median"]
             .as_f64()
+            .or_else(|| f["gpu_us"]["median"].as_f64())
             .or_else(|| f["gpu_span_us"]["median"].as_f64());
         let kernels = r["kernels_per_forward"]
             .as_u64()
@@ -164,6 +167,38 @@ pub fn parse_value(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
             memory_bytes,
             verdict: s(&r["validation"]["verdict"]),
         });
+        // A training run's backward as a row of its own, `<variant> (backward)`: attn-wgpu's
+        // `training` (backward dispatches' GPU time, the step's peak memory, the gradients'
+        // verdicts) or torch_sdpa.py's `backward` (CUDA events around autograd's backward).
+        let (t, b) = (&r["training"], &r["backward"]);
+        if t.is_object() || b["gpu_us"].is_object() {
+            let last = out.last().expect("just pushed").clone();
+            let verdict = if t.is_object() {
+                t["grads"].as_array().map(|g| {
+                    if g.iter().all(|x| x["verdict"] == "PASS") {
+                        "PASS".to_string()
+                    } else {
+                        "FAIL".to_string()
+                    }
+                })
+            } else {
+                s(&b["verdict"])
+            };
+            out.push(Entry {
+                variant: format!("{} (backward)", last.variant),
+                median_us: t["backward_gpu_us"]["median"]
+                    .as_f64()
+                    .or_else(|| b["gpu_us"]["median"].as_f64()),
+                kernels: t["backward_dispatches"]
+                    .as_u64()
+                    .or_else(|| b["kernels_per_backward"].as_u64()),
+                memory_bytes: t["peak_bytes"]
+                    .as_u64()
+                    .or_else(|| b["training_peak_allocated_bytes"].as_u64()),
+                verdict,
+                ..last
+            });
+        }
     }
     Ok(out)
 }
@@ -398,9 +433,15 @@ pub fn markdown(entries: &[Entry], baseline: Option<&str>) -> String {
         let _ = writeln!(s, "| variant | shape | dtype | {} |", cols.join(" | "));
         let _ = writeln!(s, "|---|---|---|{}", "---|".repeat(cols.len()));
     };
+    let training = entries.iter().any(|e| e.variant.ends_with(" (backward)"));
     let _ = writeln!(
         s,
-        "### Median forward time{}\n",
+        "### Median forward time{}{}\n",
+        if training {
+            " (`… (backward)` rows: the backward)"
+        } else {
+            ""
+        },
         baseline.map_or(String::new(), |b| format!(
             " (ratio to `{b}` on the same adapter)"
         ))
