@@ -162,3 +162,76 @@ fn prob(head: u32, i: u32, j: vec2<u32>, n: u32, s: vec2<f32>, il: u32) -> vec2<
 fn grad_index(head: u32, row: u32, c4: u32, n: u32, d: u32) -> u32 {
     return (head * n + row) * d + 4u * c4;
 }
+
+// Register prefetch (the forward's PREFETCH): a thread's share of the next tile's staged rows,
+// loaded from device memory before this tile's products and stored to workgroup memory after the
+// barrier that frees the tiles. Slot m of thread t is vec4 w = t + 128 m of the tile: row w / D4,
+// vec4 w % D4 (at most 4 slots: 32 rows x 16 vec4 / 128 threads).
+struct Share {
+    a0: vec4<f32>, a1: vec4<f32>, a2: vec4<f32>, a3: vec4<f32>,
+    b0: vec4<f32>, b1: vec4<f32>, b2: vec4<f32>, b3: vec4<f32>,
+}
+
+// Q and dO (rows = true) or K and V (rows = false) of rows r0 .. r0+31, this thread's slots.
+fn fetch(rows: bool, head: u32, r0: u32, t: u32, n: u32, d: u32) -> Share {
+    let base = head * n * d;
+    var x: Share;
+    x.a0 = fetch1(rows, false, base, r0, t, n, d);
+    x.b0 = fetch1(rows, true, base, r0, t, n, d);
+    x.a1 = fetch1(rows, false, base, r0, t + 128u, n, d);
+    x.b1 = fetch1(rows, true, base, r0, t + 128u, n, d);
+    x.a2 = fetch1(rows, false, base, r0, t + 256u, n, d);
+    x.b2 = fetch1(rows, true, base, r0, t + 256u, n, d);
+    x.a3 = fetch1(rows, false, base, r0, t + 384u, n, d);
+    x.b3 = fetch1(rows, true, base, r0, t + 384u, n, d);
+    return x;
+}
+
+fn fetch1(rows: bool, second: bool, base: u32, r0: u32, w: u32, n: u32, d: u32) -> vec4<f32> {
+    if (w >= BT * D4) {
+        return vec4<f32>(0.0);
+    }
+    let i = r0 + w / D4;
+    let c4 = w % D4;
+    // Branches, not select(): select would load both tensors.
+    if (rows) {
+        if (second) {
+            return row4_g(base, i, c4, n, d);
+        }
+        return row4_q(base, i, c4, n, d);
+    }
+    if (second) {
+        return row4_v(base, i, c4, n, d);
+    }
+    return row4_k(base, i, c4, n, d);
+}
+
+fn put_share(rows: bool, t: u32, x: Share) {
+    put1(rows, t, x.a0, x.b0);
+    put1(rows, t + 128u, x.a1, x.b1);
+    put1(rows, t + 256u, x.a2, x.b2);
+    put1(rows, t + 384u, x.a3, x.b3);
+}
+
+fn put1(rows: bool, w: u32, a: vec4<f32>, b: vec4<f32>) {
+    if (w >= BT * D4) {
+        return;
+    }
+    let at = (w / D4) * RS + w % D4;
+    if (rows) {
+        qs[at] = a;
+        gs[at] = b;
+    } else {
+        ks[at] = a;
+        vs[at] = b;
+    }
+}
+
+// L and D of query rows i0 .. i0+31 into lse_s / dl_s (L = +inf past N).
+fn stage_stats(head: u32, i0: u32, t: u32, n: u32) {
+    if (t < BT) {
+        let i = i0 + t;
+        lse_s[t] = select(bitcast<f32>(0x7f800000u), lse[head * n + min(i, n - 1u)], i < n);
+        dl_s[t] = select(0.0, delta[head * n + min(i, n - 1u)], i < n);
+    }
+}

@@ -4,7 +4,8 @@
 //   dV += Pᵀ·dO,   dK += dSᵀ·Q
 // as outer products over the 32 rows of a block: thread t owns keys 4(t/16) .. +3 and columns
 // 4(t%16) .. +3 (D <= 64). P and dS go through workgroup memory ([row][key/4]) between the phases;
-// nothing N x N reaches device memory. Three barriers per query block. No atomics: every dK/dV
+// nothing N x N reaches device memory. Three barriers per query block; the next block's Q and dO
+// are loaded into registers before this block's products (tiled_bwd_common.wgsl, `fetch`). No atomics: every dK/dV
 // element has one owner (dQ has its own kernel, tiled_bwd_q.wgsl).
 // Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) vec4 (8.5 KiB each for D4 = 16), ps, dss 2 x 4 KiB,
 // lse_s, dl_s 256 B: 43264 bytes for D4 = 16, 26880 for D4 = 8.
@@ -43,9 +44,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     var dv0 = vec4<f32>(0.0); var dv1 = vec4<f32>(0.0); var dv2 = vec4<f32>(0.0); var dv3 = vec4<f32>(0.0);
     // Causal: rows before j0 see none of these keys.
     let first = select(0u, j0, params.causal != 0u);
+    var next = fetch(true, head, first, t, n, d);
     for (var i0 = first; i0 < n; i0 += BT) {
-        stage_rows(head, i0, t, n, d);
+        // The previous block's Q, dO, P and dS are consumed before the next go in.
         workgroupBarrier();
+        put_share(true, t, next);
+        stage_stats(head, i0, t, n);
+        workgroupBarrier();
+        if (i0 + BT < n) {
+            next = fetch(true, head, i0 + BT, t, n, d);
+        }
         let tile = scores(head, i0, j0, t, n, d);
         put(4u * tr, tc, tile.p0, tile.ds0);
         put(4u * tr + 1u, tc, tile.p1, tile.ds1);
@@ -61,7 +69,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
             dv0 += p4.x * gr; dv1 += p4.y * gr; dv2 += p4.z * gr; dv3 += p4.w * gr;
             dk0 += s4.x * qr; dk1 += s4.y * qr; dk2 += s4.z * qr; dk3 += s4.w * qr;
         }
-        workgroupBarrier();
     }
     let c4 = tc;
     if (4u * c4 < d) {

@@ -3,7 +3,8 @@
 // see (up to the diagonal when causal), recomputing P and dS on chip (tiled_bwd_common.wgsl,
 // phase A) and accumulating dQ += dS·K in registers (phase B: rows 4(t/16) .. +3, columns
 // 4(t%16) .. +3, outer products over the 32 keys of a block, dS through workgroup memory as
-// [key][row/4]). Three barriers per key block.
+// [key][row/4]). Three barriers per key block; the next block's K and V are loaded into registers
+// before this block's products (tiled_bwd_common.wgsl, `fetch`) and stored after the first barrier.
 // Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) vec4 (8.5 KiB each for D4 = 16), dst 4 KiB, lse_s,
 // dl_s 256 B: 39168 bytes for D4 = 16, 22784 for D4 = 8.
 
@@ -37,9 +38,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 
     var dq0 = vec4<f32>(0.0); var dq1 = vec4<f32>(0.0); var dq2 = vec4<f32>(0.0); var dq3 = vec4<f32>(0.0);
     let end = select(n, min(n, i0 + BT), params.causal != 0u);
+    var next = fetch(false, head, 0u, t, n, d);
     for (var j0 = 0u; j0 < end; j0 += BT) {
-        stage_keys(head, j0, t, n, d);
+        // The previous block's K, V and dS are consumed (and Q, dO staged) before K, V go in.
         workgroupBarrier();
+        put_share(false, t, next);
+        workgroupBarrier();
+        if (j0 + BT < end) {
+            next = fetch(false, head, j0 + BT, t, n, d);
+        }
         let tile = scores(head, i0, j0, t, n, d);
         dst[tc * 8u + tr] = vec4<f32>(tile.ds0.x, tile.ds1.x, tile.ds2.x, tile.ds3.x);
         dst[(tc + 16u) * 8u + tr] = vec4<f32>(tile.ds0.y, tile.ds1.y, tile.ds2.y, tile.ds3.y);
@@ -49,7 +56,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
             let kr = ks[j * RS + tcc];
             dq0 += s4.x * kr; dq1 += s4.y * kr; dq2 += s4.z * kr; dq3 += s4.w * kr;
         }
-        workgroupBarrier();
     }
     if (4u * tc < d) {
         store_q(head, i0 + 4u * tr, tc, n, d, dq0);

@@ -57,9 +57,10 @@ impl SweepPoint {
                 .as_ref()
                 .map(|m| m.n_by_n_buffers.iter().map(|b| b.1).sum()),
             // O and, in training, the gradients too.
-            verdict: r.validation.as_ref().map(|_| {
-                if r.passed() { "PASS" } else { "FAIL" }.to_string()
-            }),
+            verdict: r
+                .validation
+                .as_ref()
+                .map(|_| if r.passed() { "PASS" } else { "FAIL" }.to_string()),
             tile: r.tile.clone(),
             backward_median_us: r
                 .training
