@@ -24,75 +24,24 @@ fn head_dim() -> u32 {
     return select(params.head_dim, HD, HD != 0u);
 }
 
-// Row (or key) r0 + r of a [N, D] tensor in the storage dtype as vec4 c4 (0 past N or D).
-fn row4_q(base: u32, i: u32, c4: u32, n: u32, d: u32) -> vec4<f32> {
+// Row i of a [N, D] tensor in the storage dtype as vec4 c4 (0 past N or D): Q (which = 0), K (1),
+// V (2) or dO (3). (WGSL passes no storage pointers to functions, hence the switch.)
+fn row4(which: u32, base: u32, i: u32, c4: u32, n: u32, d: u32) -> vec4<f32> {
     var x = vec4<f32>(0.0);
     if (i < n) {
         for (var c = 0u; c < 4u; c++) {
-            if (4u * c4 + c < d) { let e = base + i * d + 4u * c4 + c; x[c] = load(q[e / PACK], e); }
+            if (4u * c4 + c < d) {
+                let e = base + i * d + 4u * c4 + c;
+                switch (which) {
+                    case 0u: { x[c] = load(q[e / PACK], e); }
+                    case 1u: { x[c] = load(k[e / PACK], e); }
+                    case 2u: { x[c] = load(v[e / PACK], e); }
+                    default: { x[c] = load(g[e / PACK], e); }
+                }
+            }
         }
     }
     return x;
-}
-fn row4_k(base: u32, i: u32, c4: u32, n: u32, d: u32) -> vec4<f32> {
-    var x = vec4<f32>(0.0);
-    if (i < n) {
-        for (var c = 0u; c < 4u; c++) {
-            if (4u * c4 + c < d) { let e = base + i * d + 4u * c4 + c; x[c] = load(k[e / PACK], e); }
-        }
-    }
-    return x;
-}
-fn row4_v(base: u32, i: u32, c4: u32, n: u32, d: u32) -> vec4<f32> {
-    var x = vec4<f32>(0.0);
-    if (i < n) {
-        for (var c = 0u; c < 4u; c++) {
-            if (4u * c4 + c < d) { let e = base + i * d + 4u * c4 + c; x[c] = load(v[e / PACK], e); }
-        }
-    }
-    return x;
-}
-fn row4_g(base: u32, i: u32, c4: u32, n: u32, d: u32) -> vec4<f32> {
-    var x = vec4<f32>(0.0);
-    if (i < n) {
-        for (var c = 0u; c < 4u; c++) {
-            if (4u * c4 + c < d) { let e = base + i * d + 4u * c4 + c; x[c] = load(g[e / PACK], e); }
-        }
-    }
-    return x;
-}
-
-// Stages query rows i0 .. i0+31 of Q and dO, with their L and D (L = +inf past N).
-fn stage_rows(head: u32, i0: u32, t: u32, n: u32, d: u32) {
-    let base = head * n * d;
-    let d4 = (d + 3u) / 4u;
-    for (var w = t; w < BT * D4; w += 128u) {
-        let r = w / D4;
-        let c4 = w % D4;
-        if (c4 < d4) {
-            qs[r * RS + c4] = row4_q(base, i0 + r, c4, n, d);
-            gs[r * RS + c4] = row4_g(base, i0 + r, c4, n, d);
-        }
-    }
-    if (t < BT) {
-        let i = i0 + t;
-        lse_s[t] = select(bitcast<f32>(0x7f800000u), lse[head * n + min(i, n - 1u)], i < n);
-        dl_s[t] = select(0.0, delta[head * n + min(i, n - 1u)], i < n);
-    }
-}
-
-// Stages keys j0 .. j0+31 of K and V.
-fn stage_keys(head: u32, j0: u32, t: u32, n: u32, d: u32) {
-    let base = head * n * d;
-    let d4 = (d + 3u) / 4u;
-    for (var w = t; w < BT * D4; w += 128u) {
-        let r = w / D4;
-        let c4 = w % D4;
-        if (c4 < d4) {
-            ks[r * RS + c4] = row4_k(base, j0 + r, c4, n, d);
-            vs[r * RS + c4] = row4_v(base, j0 + r, c4, n, d);
-        }
-    }
 }
 
 // P and dS of this thread's 4 rows x 2 keys: p<r> / ds<r> = (key tc, key tc + 16) of row 4tr + r.
@@ -191,19 +140,9 @@ fn fetch1(rows: bool, second: bool, base: u32, r0: u32, w: u32, n: u32, d: u32) 
     if (w >= BT * D4) {
         return vec4<f32>(0.0);
     }
-    let i = r0 + w / D4;
-    let c4 = w % D4;
-    // Branches, not select(): select would load both tensors.
-    if (rows) {
-        if (second) {
-            return row4_g(base, i, c4, n, d);
-        }
-        return row4_q(base, i, c4, n, d);
-    }
-    if (second) {
-        return row4_v(base, i, c4, n, d);
-    }
-    return row4_k(base, i, c4, n, d);
+    // Q, dO for rows; K, V for keys.
+    let which = select(select(1u, 2u, second), select(0u, 3u, second), rows);
+    return row4(which, base, r0 + w / D4, w % D4, n, d);
 }
 
 fn put_share(rows: bool, t: u32, x: Share) {

@@ -38,7 +38,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let tc = t % 16u;
     // Phase B's column vec4 (threads past D / 4 compute a copy of the last one and store nothing).
     let tcc = min(tc, D4 - 1u);
-    stage_keys(head, j0, t, n, d);
+    put_share(false, t, fetch(false, head, j0, t, n, d));
 
     var dk0 = vec4<f32>(0.0); var dk1 = vec4<f32>(0.0); var dk2 = vec4<f32>(0.0); var dk3 = vec4<f32>(0.0);
     var dv0 = vec4<f32>(0.0); var dv1 = vec4<f32>(0.0); var dv2 = vec4<f32>(0.0); var dv3 = vec4<f32>(0.0);

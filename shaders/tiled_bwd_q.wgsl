@@ -34,7 +34,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let tc = t % 16u;
     // Phase B's column vec4 (threads past D / 4 compute a copy of the last one and store nothing).
     let tcc = min(tc, D4 - 1u);
-    stage_rows(head, i0, t, n, d);
+    put_share(true, t, fetch(true, head, i0, t, n, d));
+    stage_stats(head, i0, t, n);
 
     var dq0 = vec4<f32>(0.0); var dq1 = vec4<f32>(0.0); var dq2 = vec4<f32>(0.0); var dq3 = vec4<f32>(0.0);
     let end = select(n, min(n, i0 + BT), params.causal != 0u);

@@ -67,7 +67,7 @@ pub fn mask_bwd(p: &Problem, params: Params, ds: &str, caps: &AdapterCaps) -> Di
 }
 
 /// The backward of `S.div_(L)` (`normalize_rows`) for the `unfused-inplace-exp` variant:
-/// dE = (dY − rowsum(dY ∘ P)) / L over `dp` in place (shaders/inplace_exp_bwd.wgsl).
+/// dE = (dY − rowsum(dY ∘ P)) / L over `dp` in place (shaders/softmax_bwd.wgsl).
 pub fn normalize_bwd(params: Params, [dp, p, l]: [&str; 3], caps: &AdapterCaps) -> Dispatch {
     let rows = params.heads as u64 * params.seq as u64;
     let nn = rows * params.seq as u64;
@@ -75,7 +75,7 @@ pub fn normalize_bwd(params: Params, [dp, p, l]: [&str; 3], caps: &AdapterCaps) 
         name: "normalize_bwd".into(),
         phase: Phase::Backward,
         saved: vec![],
-        shader: shader!("inplace_exp_bwd.wgsl"),
+        shader: shader!("softmax_bwd.wgsl"),
         entry: "normalize_bwd",
         overrides: vec![],
         params,
@@ -99,7 +99,7 @@ pub fn exp_bwd(params: Params, [dp, e]: [&str; 2], caps: &AdapterCaps) -> Dispat
         name: "exp_bwd".into(),
         phase: Phase::Backward,
         saved: vec![],
-        shader: shader!("inplace_exp_bwd.wgsl"),
+        shader: shader!("softmax_bwd.wgsl"),
         entry: "exp_bwd",
         overrides: vec![],
         params,

@@ -112,103 +112,125 @@ fn bindings(p: &Problem, outs: &[&str]) -> Vec<crate::plan::BindingDecl> {
     with_mask(p, b)
 }
 
+/// The two fused kernels: which one, and what differs between them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fused {
+    /// dK, dV: a workgroup per 32 keys walks the query blocks.
+    Kv,
+    /// dQ: a workgroup per 32 rows walks the key blocks.
+    Q,
+}
+
 /// `bwd_kv`: dK and dV, one workgroup per 32 keys of a head.
 pub fn bwd_kv(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
-    let n = p.seq as u64;
-    let d = p.head_dim as u64;
-    let e = p.dtype.bytes();
-    let bh = p.bh();
-    let (tiles, pairs) = visited(p);
-    let b = bindings(p, &["dK", "dV"]);
-    let mask = if p.mask.bias.is_some() {
-        bh * pairs * 4
-    } else {
-        0
-    };
-    Ok(Dispatch {
-        name: "bwd_kv".into(),
-        phase: Phase::Backward,
-        saved: vec![],
-        shader: if p.head_dim <= 32 {
-            kernel!(
-                "tiled_bwd_kv.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d32.wgsl",
-                Storage::of(p.dtype),
-                mask_slot(&b)
-            )
-        } else {
-            kernel!(
-                "tiled_bwd_kv.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d64.wgsl",
-                Storage::of(p.dtype),
-                mask_slot(&b)
-            )
-        },
-        entry: "main",
-        overrides: overrides(p),
-        params: Params::of(p),
-        bindings: b,
-        workgroups: [
-            check_grid("N / 32 key blocks", n.div_ceil(BT), caps)?,
-            check_grid("B*H", bh, caps)?,
-            1,
-        ],
-        // K and V once; per visited tile 32 rows of Q and dO, with L and D.
-        reads_bytes: 2 * p.qkv_bytes() + bh * tiles * BT * (2 * d * e + 8) + mask,
-        writes_bytes: 2 * p.qkv_bytes(),
-        flops: bh * pairs * d * 2 * 4,
-        note: format!(
-            "dK, dV: a workgroup per 32 keys walks the query blocks{}; S, P, dP, dS recomputed on \
-             chip from Q, K, V, dO, L, D",
-            if p.causal { " from the diagonal" } else { "" }
-        ),
-    })
+    fused(p, caps, Fused::Kv)
 }
 
 /// `bwd_q`: dQ, one workgroup per 32 query rows of a head.
 pub fn bwd_q(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
+    fused(p, caps, Fused::Q)
+}
+
+fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, String> {
     let n = p.seq as u64;
     let d = p.head_dim as u64;
     let e = p.dtype.bytes();
     let bh = p.bh();
     let (tiles, pairs) = visited(p);
-    let b = bindings(p, &["dQ"]);
+    let st = Storage::of(p.dtype);
+    let narrow = p.head_dim <= 32;
     let mask = if p.mask.bias.is_some() {
         bh * pairs * 4
     } else {
         0
     };
+    let walk = if p.causal {
+        match which {
+            Fused::Kv => " from the diagonal",
+            Fused::Q => " up to the diagonal",
+        }
+    } else {
+        ""
+    };
+    let (name, b, shader, reads, writes, products, note) = match which {
+        Fused::Kv => {
+            let b = bindings(p, &["dK", "dV"]);
+            let slot = mask_slot(&b);
+            let shader = if narrow {
+                kernel!(
+                    "tiled_bwd_kv.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d32.wgsl",
+                    st,
+                    slot
+                )
+            } else {
+                kernel!(
+                    "tiled_bwd_kv.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d64.wgsl",
+                    st,
+                    slot
+                )
+            };
+            (
+                "bwd_kv",
+                b,
+                shader,
+                // K and V once; per visited tile 32 rows of Q and dO, with L and D.
+                2 * p.qkv_bytes() + bh * tiles * BT * (2 * d * e + 8),
+                2 * p.qkv_bytes(),
+                4,
+                format!(
+                    "dK, dV: a workgroup per 32 keys walks the query blocks{walk}; S, P, dP, dS \
+                     recomputed on chip from Q, K, V, dO, L, D"
+                ),
+            )
+        }
+        Fused::Q => {
+            let b = bindings(p, &["dQ"]);
+            let slot = mask_slot(&b);
+            let shader = if narrow {
+                kernel!(
+                    "tiled_bwd_q.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d32.wgsl",
+                    st,
+                    slot
+                )
+            } else {
+                kernel!(
+                    "tiled_bwd_q.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d64.wgsl",
+                    st,
+                    slot
+                )
+            };
+            (
+                "bwd_q",
+                b,
+                shader,
+                // Q, dO, L, D once; per visited tile 32 keys of K and V.
+                2 * p.qkv_bytes() + bh * n * 8 + bh * tiles * BT * 2 * d * e,
+                p.qkv_bytes(),
+                3,
+                format!(
+                    "dQ: a workgroup per 32 rows walks the key blocks{walk}; S, P, dP, dS \
+                     recomputed on chip"
+                ),
+            )
+        }
+    };
     Ok(Dispatch {
-        name: "bwd_q".into(),
+        name: name.into(),
         phase: Phase::Backward,
         saved: vec![],
-        shader: if p.head_dim <= 32 {
-            kernel!(
-                "tiled_bwd_q.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d32.wgsl",
-                Storage::of(p.dtype),
-                mask_slot(&b)
-            )
-        } else {
-            kernel!(
-                "tiled_bwd_q.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d64.wgsl",
-                Storage::of(p.dtype),
-                mask_slot(&b)
-            )
-        },
+        shader,
         entry: "main",
         overrides: overrides(p),
         params: Params::of(p),
         bindings: b,
         workgroups: [
-            check_grid("N / 32 query blocks", n.div_ceil(BT), caps)?,
+            check_grid("N / 32 blocks", n.div_ceil(BT), caps)?,
             check_grid("B*H", bh, caps)?,
             1,
         ],
-        // Q, dO, L, D once; per visited tile 32 keys of K and V.
-        reads_bytes: 2 * p.qkv_bytes() + bh * n * 8 + bh * tiles * BT * 2 * d * e + mask,
-        writes_bytes: p.qkv_bytes(),
-        flops: bh * pairs * d * 2 * 3,
-        note: format!(
-            "dQ: a workgroup per 32 rows walks the key blocks{}; S, P, dP, dS recomputed on chip",
-            if p.causal { " up to the diagonal" } else { "" }
-        ),
+        reads_bytes: reads + mask,
+        writes_bytes: writes,
+        flops: bh * pairs * d * 2 * products,
+        note,
     })
 }
