@@ -16,6 +16,11 @@
 //! | `math_rows.rs`  | math_rows.wgsl                                    | math                     |
 //! | `tiled.rs`      | tiled_rt.wgsl + tiled_rt_{wg,sg}.wgsl, tiled.wgsl (+ tiled_mask.wgsl) | tiled, tiled-subgroup |
 //! | `tiled_coop.rs` | tiled_coop.wgsl + tiled_mask.wgsl                 | tiled-coop               |
+//! | `softmax_bwd.rs` | softmax_bwd.wgsl (`softmax_bwd`, `normalize_bwd`, `exp_bwd`), mask_bwd.wgsl | unfused*, math (`--backward`) |
+//! | `tiled_bwd.rs`  | tiled_bwd_dot.wgsl, tiled_bwd_{kv,q}.wgsl + tiled_bwd_common.wgsl + tiled_bwd_d{32,64}.wgsl | tiled, tiled-subgroup (`--backward`) |
+//!
+//! `tiled.rs` also appends tiled_lse.wgsl (training: the row logsumexp L) or tiled_nolse.wgsl to
+//! the register-tiled forward kernels; `pv.rs` has `ptv` (pv.wgsl with `TRANS`: Pᵀ·X).
 //!
 //! # Shader composition
 //! A kernel that touches Q/K/V/O or the mask is written once and composed (`kernel!`) from
