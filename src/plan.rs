@@ -228,6 +228,16 @@ pub fn versions(dispatches: &[Dispatch]) -> std::collections::HashMap<String, u3
     v
 }
 
+/// `buffer` saved right after the last forward dispatch named `at` in `dispatches` (after all of
+/// them when none is), for the backward of `by`.
+pub fn save_after(dispatches: &[Dispatch], at: &str, buffer: &str, by: &str) -> Saved {
+    let upto = dispatches
+        .iter()
+        .rposition(|d| d.name == at && d.phase == Phase::Forward)
+        .map_or(dispatches.len(), |i| i + 1);
+    save(&dispatches[..upto], buffer, by)
+}
+
 /// `buffer` saved now, after `dispatches` (its current version), for the backward of `by`.
 pub fn save(dispatches: &[Dispatch], buffer: &str, by: &str) -> Saved {
     Saved {

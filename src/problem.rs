@@ -294,6 +294,16 @@ impl Problem {
         Ok(())
     }
 
+    /// `[B, H, N, D]`: the shape of Q, K, V, O, dO and the gradients.
+    pub fn qkv_shape(&self) -> [u64; 4] {
+        [
+            self.batch as u64,
+            self.heads as u64,
+            self.seq as u64,
+            self.head_dim as u64,
+        ]
+    }
+
     /// B*H: the number of independent attention heads.
     pub fn bh(&self) -> u64 {
         self.batch as u64 * self.heads as u64

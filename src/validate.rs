@@ -255,6 +255,7 @@ pub fn validate(
         ToleranceMode::Strict => torch,
     };
     let mut other_worst = 0.0f64;
+    let mut tally = Tally::default();
     for (&row, (r, _)) in rows.iter().zip(&refs) {
         let base = ((row.bh * n + row.i) as usize) * d;
         let masked_row = row_is_fully_masked(p, x, row);
@@ -263,28 +264,8 @@ pub fn validate(
         }
         for (dd, &rv) in r.iter().enumerate() {
             let g = out[base + dd] as f64;
-            let (ratio, other_ratio) = if rv.is_nan() {
-                if g.is_nan() {
-                    v.expected_nan_count += 1;
-                    (0.0, 0.0)
-                } else {
-                    (f64::INFINITY, f64::INFINITY)
-                }
-            } else if g.is_nan() {
-                v.nan_count += 1;
-                (f64::INFINITY, f64::INFINITY)
-            } else if g.is_infinite() {
-                v.inf_count += 1;
-                (f64::INFINITY, f64::INFINITY)
-            } else {
-                let err = (g - rv).abs();
-                v.max_abs_err = v.max_abs_err.max(err);
-                v.max_rel_err = v.max_rel_err.max(err / rv.abs().max(REL_ERR_FLOOR));
-                (
-                    err / (tol.atol + tol.rtol * rv.abs()),
-                    err / (other.atol + other.rtol * rv.abs()),
-                )
-            };
+            let c = tally.compare(g, rv);
+            let (ratio, other_ratio) = (c.ratio(tol, rv), c.ratio(other, rv));
             other_worst = other_worst.max(other_ratio);
             if ratio > worst_ratio {
                 worst_ratio = ratio;
@@ -299,6 +280,13 @@ pub fn validate(
             }
         }
     }
+    (
+        v.max_abs_err,
+        v.max_rel_err,
+        v.nan_count,
+        v.inf_count,
+        v.expected_nan_count,
+    ) = tally.counts();
     v.max_tol_ratio = worst_ratio.max(0.0);
     let non_finite = v.nan_count > 0 || v.inf_count > 0;
     let verdict = |worst: f64| {
@@ -316,6 +304,74 @@ pub fn validate(
     };
     v.err_ratio_to_lp_ref = (lp_err > 0.0).then(|| v.max_abs_err / lp_err);
     v
+}
+
+/// One element against the reference: its finite error, an expected NaN (NaN where the reference
+/// is NaN), or a failure (unexpected NaN / Inf, or a value where NaN was expected).
+#[derive(Debug, Clone, Copy)]
+enum Compared {
+    Error(f64),
+    ExpectedNan,
+    Bad,
+}
+
+impl Compared {
+    /// `|err| / (atol + rtol |ref|)` under `tol`: above 1 fails.
+    fn ratio(self, tol: Tolerance, reference: f64) -> f64 {
+        match self {
+            Compared::Error(e) => e / (tol.atol + tol.rtol * reference.abs()),
+            Compared::ExpectedNan => 0.0,
+            Compared::Bad => f64::INFINITY,
+        }
+    }
+}
+
+/// The running counts of a validation (O's and each gradient's): worst errors and non-finite
+/// elements.
+#[derive(Debug, Default)]
+struct Tally {
+    max_abs_err: f64,
+    max_rel_err: f64,
+    nan_count: u64,
+    inf_count: u64,
+    expected_nan_count: u64,
+}
+
+impl Tally {
+    fn compare(&mut self, g: f64, reference: f64) -> Compared {
+        if reference.is_nan() {
+            if g.is_nan() {
+                self.expected_nan_count += 1;
+                Compared::ExpectedNan
+            } else {
+                Compared::Bad
+            }
+        } else if g.is_nan() {
+            self.nan_count += 1;
+            Compared::Bad
+        } else if g.is_infinite() {
+            self.inf_count += 1;
+            Compared::Bad
+        } else {
+            let err = (g - reference).abs();
+            self.max_abs_err = self.max_abs_err.max(err);
+            self.max_rel_err = self
+                .max_rel_err
+                .max(err / reference.abs().max(REL_ERR_FLOOR));
+            Compared::Error(err)
+        }
+    }
+
+    /// (max abs err, max rel err, NaN, Inf, expected NaN).
+    fn counts(&self) -> (f64, f64, u64, u64, u64) {
+        (
+            self.max_abs_err,
+            self.max_rel_err,
+            self.nan_count,
+            self.inf_count,
+            self.expected_nan_count,
+        )
+    }
 }
 
 /// Whether no key takes part in `row` (causal, mask and key padding together).
@@ -452,29 +508,12 @@ pub fn validate_grads(
                 return v;
             };
             let mut worst = -1.0f64;
+            let mut tally = Tally::default();
             for (h, r, _) in &refs {
                 let base = *h as usize * nd;
                 for (e, rv) in pick(r, t).into_iter().enumerate() {
                     let g = gpu[base + e] as f64;
-                    let ratio = if rv.is_nan() {
-                        if g.is_nan() {
-                            v.expected_nan_count += 1;
-                            0.0
-                        } else {
-                            f64::INFINITY
-                        }
-                    } else if g.is_nan() {
-                        v.nan_count += 1;
-                        f64::INFINITY
-                    } else if g.is_infinite() {
-                        v.inf_count += 1;
-                        f64::INFINITY
-                    } else {
-                        let err = (g - rv).abs();
-                        v.max_abs_err = v.max_abs_err.max(err);
-                        v.max_rel_err = v.max_rel_err.max(err / rv.abs().max(REL_ERR_FLOOR));
-                        err / (tol.atol + tol.rtol * rv.abs())
-                    };
+                    let ratio = tally.compare(g, rv).ratio(tol, rv);
                     if ratio > worst {
                         worst = ratio;
                         let dd = p.head_dim as u64;
@@ -489,6 +528,13 @@ pub fn validate_grads(
                     }
                 }
             }
+            (
+                v.max_abs_err,
+                v.max_rel_err,
+                v.nan_count,
+                v.inf_count,
+                v.expected_nan_count,
+            ) = tally.counts();
             v.max_tol_ratio = worst.max(0.0);
             if v.nan_count > 0 || v.inf_count > 0 || worst > 1.0 {
                 v.verdict = Verdict::Fail;

@@ -124,10 +124,10 @@ fn parse_key_padding(s: &str) -> anyhow::Result<Vec<u32>> {
         .collect()
 }
 
-/// The problem from the command line, with Q/K/V when they come from --q/--k/--v files (`None`:
-/// to be generated once every check has passed). The mask is described and normalized here (its
+/// The problem from the command line, with Q/K/V and the files' dtype when they come from
+/// --q/--k/--v files (`None`: to be generated once every check has passed). The mask is described and normalized here (its
 /// bias is small next to Q/K/V and needed by the plans).
-fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, bool)> {
+fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, Option<DType>)> {
     let files = [&a.q, &a.k, &a.v];
     let given = files.iter().filter(|f| f.is_some()).count();
     if given != 0 && given != 3 {
@@ -136,7 +136,7 @@ fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, bool)> {
         ));
     }
     let dtype_arg = a.shape.dtype()?;
-    let (mut p, mut x, from_files) = if let (Some(qp), Some(kp), Some(vp)) = (&a.q, &a.k, &a.v) {
+    let (mut p, mut x, file_dtype) = if let (Some(qp), Some(kp), Some(vp)) = (&a.q, &a.k, &a.v) {
         let q = npy::read_qkv(qp)?;
         let k = npy::read_qkv(kp)?;
         let v = npy::read_qkv(vp)?;
@@ -206,7 +206,7 @@ fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, bool)> {
             d_o: None,
         }
         .rounded_to(p.dtype);
-        (p, x, true)
+        (p, x, Some(q.dtype))
     } else {
         let p = a.shape.problem(a.seq.unwrap_or(RUN_SEQ), &RUN)?;
         let x = Inputs {
@@ -217,7 +217,7 @@ fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, bool)> {
             bias: None,
             d_o: None,
         };
-        (p, x, false)
+        (p, x, None)
     };
     if let Some(s) = a.shape.scale {
         p.scale = s;
@@ -231,16 +231,11 @@ fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, bool)> {
         .map(parse_key_padding)
         .transpose()?;
     normalize(&mut p, &mut x, user.as_ref(), convention, kp.as_deref())?;
-    Ok((p, x, from_files))
+    Ok((p, x, file_dtype))
 }
 
 fn save_inputs(dir: &Path, p: &Problem, x: &Inputs) -> anyhow::Result<()> {
-    let shape = [
-        p.batch as u64,
-        p.heads as u64,
-        p.seq as u64,
-        p.head_dim as u64,
-    ];
+    let shape = p.qkv_shape();
     for (name, data) in [("q.npy", &x.q), ("k.npy", &x.k), ("v.npy", &x.v)] {
         npy::write(&dir.join(name), &shape, p.dtype, data)?;
     }
@@ -386,10 +381,11 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             check_out_path("--save-inputs", s)?;
         }
     }
-    let (mut p, mut x, from_files) = problem(&a)?;
+    // The dtype of the --q/--k/--v files, when the inputs come from files.
+    let (mut p, mut x, file_dtype) = problem(&a)?;
     p.overrides = overrides;
     let d_o = match &a.d_o {
-        Some(path) => Some(read_d_o(path, &p, a.q.as_deref())?),
+        Some(path) => Some(read_d_o(path, &p, file_dtype.zip(a.q.as_deref()))?),
         None => None,
     };
     let names: Vec<String> = match &selection {
@@ -437,7 +433,7 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     };
 
     // 4. The inputs, then the runs.
-    if !from_files {
+    if file_dtype.is_none() {
         let bias = x.bias.take();
         x = Inputs::generate(&p);
         x.bias = bias;
@@ -574,24 +570,14 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     if let Some(path) = &a.out {
         let path = &dest(path);
         if let Some(m) = runs.first().and_then(|r| r.measurement.as_ref()) {
-            let shape = [
-                p.batch as u64,
-                p.heads as u64,
-                p.seq as u64,
-                p.head_dim as u64,
-            ];
+            let shape = p.qkv_shape();
             npy::write(path, &shape, p.dtype, &m.output)?;
             eprintln!("output written to {}", path.display());
         }
     }
     if !grad_files.is_empty() {
         if let Some(m) = runs.first().and_then(|r| r.measurement.as_ref()) {
-            let shape = [
-                p.batch as u64,
-                p.heads as u64,
-                p.seq as u64,
-                p.head_dim as u64,
-            ];
+            let shape = p.qkv_shape();
             for (path, g) in grad_files.iter().zip(&m.grads) {
                 npy::write(&dest(path), &shape, p.dtype, g)?;
             }
@@ -611,15 +597,11 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
 }
 
 /// `--do FILE`: the upstream gradient, of the problem's shape, float32 or float16 (with --q, of
-/// its dtype), rounded to the run's dtype (exit 2 naming what does not match).
-fn read_d_o(path: &Path, p: &Problem, q: Option<&Path>) -> anyhow::Result<Vec<f32>> {
+/// the dtype of the --q file, given with its path), rounded to the run's dtype (exit 2 naming
+/// what does not match).
+fn read_d_o(path: &Path, p: &Problem, q: Option<(DType, &Path)>) -> anyhow::Result<Vec<f32>> {
     let t = npy::read_qkv(path)?;
-    let want = [
-        p.batch as u64,
-        p.heads as u64,
-        p.seq as u64,
-        p.head_dim as u64,
-    ];
+    let want = p.qkv_shape();
     if t.shape != want {
         return Err(bad(format!(
             "--do {}: expected shape {want:?} ([B, H, N, D] of the run), got {:?}",
@@ -627,13 +609,12 @@ fn read_d_o(path: &Path, p: &Problem, q: Option<&Path>) -> anyhow::Result<Vec<f3
             t.shape
         )));
     }
-    if let Some(qp) = q {
-        let qt = npy::read_qkv(qp)?;
-        if qt.dtype != t.dtype {
+    if let Some((dtype, qp)) = q {
+        if dtype != t.dtype {
             return Err(bad(format!(
                 "--do {}: expected dtype {} (the dtype of {}), got {}",
                 path.display(),
-                qt.dtype.name(),
+                dtype.name(),
                 qp.display(),
                 t.dtype.name()
             )));

@@ -31,7 +31,7 @@ use crate::kernels::{
     softmax_bwd::softmax_bwd,
     Storage,
 };
-use crate::plan::{save, Dispatch, Params, Plan, Role};
+use crate::plan::{save_after, Dispatch, Params, Plan, Role};
 use crate::problem::{DType, Problem};
 
 pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
@@ -232,14 +232,7 @@ fn backward(
     } else {
         ("dO", "dV")
     };
-    let after = |name: &str| {
-        let upto = fwd
-            .iter()
-            .rposition(|d| d.name == name)
-            .map_or(fwd.len(), |i| i + 1);
-        &fwd[..upto]
-    };
-    let p_saved = save(after("where_zero"), "S", "safe softmax");
+    let p_saved = save_after(fwd, "where_zero", "S", "safe softmax");
     Ok(vec![
         ptv(
             Storage::F32,
@@ -256,7 +249,7 @@ fn backward(
             caps,
             "dP = dO·Vᵀ in f32",
         )?
-        .backward("dp", vec![save(after("pv"), vsrc, "pv")]),
+        .backward("dp", vec![save_after(fwd, "pv", vsrc, "pv")]),
         softmax_bwd(params, ["dP", "S"], caps).backward("softmax_bwd", vec![p_saved]),
         pv(
             Storage::F32,
@@ -265,7 +258,7 @@ fn backward(
             caps,
             "dQs = dS·Ks in f32",
         )?
-        .backward("dq", vec![save(after("qk"), "Ks", "qk")]),
+        .backward("dq", vec![save_after(fwd, "qk", "Ks", "qk")]),
         ptv(
             Storage::F32,
             params,
@@ -273,6 +266,6 @@ fn backward(
             caps,
             "dKs = dSᵀ·Qs in f32",
         )?
-        .backward("dk", vec![save(after("qk"), "Qs", "qk")]),
+        .backward("dk", vec![save_after(fwd, "qk", "Qs", "qk")]),
     ])
 }

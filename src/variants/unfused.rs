@@ -32,7 +32,7 @@ use crate::kernels::{
     softmax_bwd::{exp_bwd, mask_bwd, normalize_bwd, softmax_bwd},
     Storage,
 };
-use crate::plan::{save, Dispatch, Params, Phase, Plan, Role, Saved};
+use crate::plan::{save_after, Dispatch, Params, Plan, Role};
 use crate::problem::Problem;
 
 pub fn build_out_of_place(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
@@ -71,14 +71,8 @@ fn backward(
     fwd: &[Dispatch],
     caps: &AdapterCaps,
 ) -> Result<Vec<Dispatch>, String> {
-    let saved = |buf: &str, by: &str, at: &str| -> Saved {
-        // The version `buf` had right after the forward dispatch `at` of this chunk.
-        let upto = fwd
-            .iter()
-            .rposition(|d| d.name == at && d.phase == Phase::Forward)
-            .map_or(fwd.len(), |i| i + 1);
-        save(&fwd[..upto], buf, by)
-    };
+    // The version `buf` had right after the forward dispatch `at` of this chunk.
+    let saved = |buf: &str, by: &str, at: &str| save_after(fwd, at, buf, by);
     let p_saved = match softmax {
         Softmax::Fused => saved(prob, "softmax", "softmax"),
         Softmax::InPlaceExp => saved(prob, "normalize_rows", "normalize_rows"),
