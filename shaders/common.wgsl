@@ -15,6 +15,10 @@ struct Params {
     mask_bstride: u32, // mask bias [Bm, Hm, N, N]: N x N blocks per batch element (0: broadcast)
     mask_hstride: u32, // ... and per head (0: broadcast)
     factor: f32,       // kernel-specific factor (math: sqrt(scale))
+    drop_threshold: u32, // dropout: P dropped iff its Philox word < this (shaders/philox.wgsl)
+    drop_scale: f32,   // ... kept P multiplied by 1 / (1 - p)
+    drop_key0: u32,    // ... the Philox key: the run's seed, low word
+    drop_key1: u32,    // ... and high word
     pad0: u32,
 }
 

@@ -116,6 +116,14 @@ fn main(
         s1 = step.p1;
         s2 = step.p2;
         s3 = step.p3;
+        // Dropout (philox.wgsl; dead code without it) after the row sum. One row per thread: a
+        // whole Philox call per factor (4x the work of tiled_v2.wgsl).
+        if (DROPOUT) {
+            s0 *= drop_keys(head, i, j0);
+            s1 *= drop_keys(head, i, j0 + 4u);
+            s2 *= drop_keys(head, i, j0 + 8u);
+            s3 *= drop_keys(head, i, j0 + 12u);
+        }
         for (var c4 = 0u; c4 < D4; c4++) {
             os[t * DP + c4] = os[t * DP + c4] * alpha
                 + pv4(s0, 0u, c4) + pv4(s1, 4u, c4) + pv4(s2, 8u, c4) + pv4(s3, 12u, c4);
@@ -138,6 +146,12 @@ fn main(
             o[ei / PACK] = pack(a, b);
         }
     }
+}
+
+// Dropout factors of row i at keys j .. j+3.
+fn drop_keys(head: u32, i: u32, j: u32) -> vec4<f32> {
+    return vec4<f32>(drop1(head, i, j), drop1(head, i, j + 1u), drop1(head, i, j + 2u),
+                     drop1(head, i, j + 3u));
 }
 
 // Scores of q against staged keys r0 .. r0+3, at vec4 column c4.

@@ -7,7 +7,8 @@
 // the keys t%16 and t%16 + 16 of the tile (consecutive threads, consecutive vec4 of ks/vs: no bank
 // conflicts), and computes for them S = Q·Kᵀ and dP = dO·Vᵀ as dot products over d, then
 // P = exp2(S·scale·log2 e + bias·log2 e - L) (0 where the mask blocks, past N, or for a row with no
-// allowed key, whose L is +inf) and dS = P ∘ (dP - D)·scale.
+// allowed key, whose L is +inf) and dS = P ∘ (dP - D)·scale; with dropout (factors Z) the P of dV
+// is P ∘ Z and dS = P ∘ (dP ∘ Z - D)·scale (D = rowsum(dO ∘ O) is unchanged: O holds the drops).
 
 const BT: u32 = 32u;       // rows and keys per tile
 const LOG2E: f32 = 1.4426950408889634;
@@ -86,11 +87,23 @@ fn scores(head: u32, i0: u32, j0: u32, t: u32, n: u32, d: u32) -> Tile {
     let e1 = prob(head, i0 + r0 + 1u, j, n, s1, r0 + 1u);
     let e2 = prob(head, i0 + r0 + 2u, j, n, s2, r0 + 2u);
     let e3 = prob(head, i0 + r0 + 3u, j, n, s3, r0 + 3u);
-    out.p0 = e0; out.p1 = e1; out.p2 = e2; out.p3 = e3;
-    out.ds0 = e0 * (g0 - dl_s[r0]) * params.scale;
-    out.ds1 = e1 * (g1 - dl_s[r0 + 1u]) * params.scale;
-    out.ds2 = e2 * (g2 - dl_s[r0 + 2u]) * params.scale;
-    out.ds3 = e3 * (g3 - dl_s[r0 + 3u]) * params.scale;
+    // Dropout (philox.wgsl; factors 1 without it): P·V used P ∘ Z, so dV takes P ∘ Z and the
+    // softmax's backward dP ∘ Z. The 4 rows are consecutive: one call per key.
+    var za = vec4<f32>(1.0);
+    var zb = vec4<f32>(1.0);
+    if (DROPOUT) {
+        za = drop4(head, (i0 + r0) / 4u, j.x);
+        zb = drop4(head, (i0 + r0) / 4u, j.y);
+    }
+    let z0 = vec2<f32>(za.x, zb.x);
+    let z1 = vec2<f32>(za.y, zb.y);
+    let z2 = vec2<f32>(za.z, zb.z);
+    let z3 = vec2<f32>(za.w, zb.w);
+    out.p0 = e0 * z0; out.p1 = e1 * z1; out.p2 = e2 * z2; out.p3 = e3 * z3;
+    out.ds0 = e0 * (g0 * z0 - dl_s[r0]) * params.scale;
+    out.ds1 = e1 * (g1 * z1 - dl_s[r0 + 1u]) * params.scale;
+    out.ds2 = e2 * (g2 * z2 - dl_s[r0 + 2u]) * params.scale;
+    out.ds3 = e3 * (g3 * z3 - dl_s[r0 + 3u]) * params.scale;
     return out;
 }
 

@@ -195,15 +195,27 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
 
         // 4. P = exp2(S - m) (0 while the row has seen no allowed key), hi and lo parts.
         let live = m > ninf;
-        let p0 = select(vec4<f32>(0.0), exp2(x0 - m), live);
-        let p1 = select(vec4<f32>(0.0), exp2(x1 - m), live);
-        let p2 = select(vec4<f32>(0.0), exp2(x2 - m), live);
-        let p3 = select(vec4<f32>(0.0), exp2(x3 - m), live);
-        let p4 = select(vec4<f32>(0.0), exp2(x4 - m), live);
-        let p5 = select(vec4<f32>(0.0), exp2(x5 - m), live);
-        let p6 = select(vec4<f32>(0.0), exp2(x6 - m), live);
-        let p7 = select(vec4<f32>(0.0), exp2(x7 - m), live);
+        var p0 = select(vec4<f32>(0.0), exp2(x0 - m), live);
+        var p1 = select(vec4<f32>(0.0), exp2(x1 - m), live);
+        var p2 = select(vec4<f32>(0.0), exp2(x2 - m), live);
+        var p3 = select(vec4<f32>(0.0), exp2(x3 - m), live);
+        var p4 = select(vec4<f32>(0.0), exp2(x4 - m), live);
+        var p5 = select(vec4<f32>(0.0), exp2(x5 - m), live);
+        var p6 = select(vec4<f32>(0.0), exp2(x6 - m), live);
+        var p7 = select(vec4<f32>(0.0), exp2(x7 - m), live);
         l += dot(p0 + p1 + p2 + p3 + p4 + p5 + p6 + p7, vec4<f32>(1.0));
+        // Dropout (philox.wgsl; dead code without it) after the row sum; this lane's keys are
+        // kb + 2c: a whole Philox call per factor.
+        if (DROPOUT) {
+            p0 *= drop_s2(head, i, kb);
+            p1 *= drop_s2(head, i, kb + 8u);
+            p2 *= drop_s2(head, i, kb + 16u);
+            p3 *= drop_s2(head, i, kb + 24u);
+            p4 *= drop_s2(head, i, kb + 32u);
+            p5 *= drop_s2(head, i, kb + 40u);
+            p6 *= drop_s2(head, i, kb + 48u);
+            p7 *= drop_s2(head, i, kb + 56u);
+        }
         st_p(pb, half, row, 0u, p0);
         st_p(pb, half, row, 8u, p1);
         st_p(pb, half, row, 16u, p2);
@@ -365,6 +377,12 @@ fn st_p(pb: u32, half: u32, row: u32, c: u32, p: vec4<f32>) {
         sl[e + 64u] = lo.z;
         sl[e + 96u] = lo.w;
     }
+}
+
+// Dropout factors of row i at keys j, j + 2, j + 4, j + 6.
+fn drop_s2(head: u32, i: u32, j: u32) -> vec4<f32> {
+    return vec4<f32>(drop1(head, i, j), drop1(head, i, j + 2u), drop1(head, i, j + 4u),
+                     drop1(head, i, j + 6u));
 }
 
 // O of one row at columns c + half, +2, +4, +6, skipping those past D.

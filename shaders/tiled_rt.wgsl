@@ -165,10 +165,22 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         let one = vec4<f32>(1.0);
         l = l * alpha + vec4<f32>(dot(s0, one), dot(s1, one), dot(s2, one), dot(s3, one));
         m = m_new;
-        pt[tx * 16u + ty] = vec4<f32>(s0.x, s1.x, s2.x, s3.x);
-        pt[(tx + 4u) * 16u + ty] = vec4<f32>(s0.y, s1.y, s2.y, s3.y);
-        pt[(tx + 8u) * 16u + ty] = vec4<f32>(s0.z, s1.z, s2.z, s3.z);
-        pt[(tx + 12u) * 16u + ty] = vec4<f32>(s0.w, s1.w, s2.w, s3.w);
+        var pc0 = vec4<f32>(s0.x, s1.x, s2.x, s3.x);
+        var pc1 = vec4<f32>(s0.y, s1.y, s2.y, s3.y);
+        var pc2 = vec4<f32>(s0.z, s1.z, s2.z, s3.z);
+        var pc3 = vec4<f32>(s0.w, s1.w, s2.w, s3.w);
+        // Dropout (philox.wgsl; dead code without it) after the row sums. This kernel's rows are
+        // 16 apart, so each factor costs a whole Philox call (4x the work of tiled_v2.wgsl).
+        if (DROPOUT) {
+            pc0 *= drop_rows(head, rows, j0 + tx);
+            pc1 *= drop_rows(head, rows, j0 + tx + 4u);
+            pc2 *= drop_rows(head, rows, j0 + tx + 8u);
+            pc3 *= drop_rows(head, rows, j0 + tx + 12u);
+        }
+        pt[tx * 16u + ty] = pc0;
+        pt[(tx + 4u) * 16u + ty] = pc1;
+        pt[(tx + 8u) * 16u + ty] = pc2;
+        pt[(tx + 12u) * 16u + ty] = pc3;
         workgroupBarrier();
 
         // O tile += P x V (after rescaling by alpha).
@@ -203,6 +215,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         save_lse(head, rows.z, m.z, lsum.z);
         save_lse(head, rows.w, m.w, lsum.w);
     }
+}
+
+// Dropout factors of rows `rows` at key j.
+fn drop_rows(head: u32, rows: vec4<u32>, j: u32) -> vec4<f32> {
+    return vec4<f32>(drop1(head, rows.x, j), drop1(head, rows.y, j), drop1(head, rows.z, j),
+                     drop1(head, rows.w, j));
 }
 
 // Writes output row i, columns 4*(tx + 4h) .. +3 for h = 0..3, skipping what lies past N or D.

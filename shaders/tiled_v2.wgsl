@@ -182,8 +182,16 @@ fn main(
         // O += P·V. Key 32h + 4src + c belongs to lane `group + src`: its P for this thread's 4
         // rows comes by shuffle, the V row from workgroup memory.
         for (var c = 0u; c < 4u; c++) {
-            let p0 = vec4<f32>(s00[c], s10[c], s20[c], s30[c]);
-            let p1 = vec4<f32>(s01[c], s11[c], s21[c], s31[c]);
+            var p0 = vec4<f32>(s00[c], s10[c], s20[c], s30[c]);
+            var p1 = vec4<f32>(s01[c], s11[c], s21[c], s31[c]);
+            // Dropout (philox.wgsl; dead code without it) after the row sums, as SDPA drops
+            // the normalized probabilities: one call for this thread's 4 rows at one key.
+            if (DROPOUT) {
+                p0 *= drop4(head, i0 / 4u + ty, j0 + 4u * tx + c);
+                if (two) {
+                    p1 *= drop4(head, i0 / 4u + ty, j0 + 32u + 4u * tx + c);
+                }
+            }
             for (var src = 0u; src < 8u; src++) {
                 let owner = group | src;
                 let j = 4u * src + c;

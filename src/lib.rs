@@ -5,6 +5,7 @@
 //! dispatch; the reports read the plan and the measurements side by side.
 
 pub mod budget;
+pub mod dropout;
 pub mod error;
 pub mod explain;
 pub mod gpu;

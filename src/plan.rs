@@ -75,6 +75,12 @@ pub struct Params {
     pub mask_hstride: u32,
     /// A kernel-specific factor (e.g. sqrt(scale) for `math`'s scaling of q and k).
     pub factor: f32,
+    /// Dropout (src/dropout.rs): a probability is dropped iff its Philox word < drop_threshold
+    /// (0: no dropout), kept ones are multiplied by drop_scale = 1 / (1 - p).
+    pub drop_threshold: u32,
+    pub drop_scale: f32,
+    /// The Philox key: the run's seed, low word first.
+    pub drop_key: [u32; 2],
     pub _pad: u32,
 }
 
@@ -92,6 +98,9 @@ impl Params {
             mask_bstride: 0,
             mask_hstride: 0,
             factor: 1.0,
+            drop_threshold: 0,
+            drop_scale: 1.0,
+            drop_key: [0, 0],
             _pad: 0,
         }
     }
@@ -103,6 +112,11 @@ impl Params {
         if let Some(l) = p.mask.bias {
             x.mask_hstride = if l.heads == 1 { 0 } else { 1 };
             x.mask_bstride = if l.batch == 1 { 0 } else { l.heads };
+        }
+        if let Some(d) = p.dropout() {
+            x.drop_threshold = d.threshold;
+            x.drop_scale = d.scale as f32;
+            x.drop_key = d.key;
         }
         x
     }
@@ -430,7 +444,7 @@ mod tests {
     }
 
     #[test]
-    fn params_is_48_bytes() {
-        assert_eq!(std::mem::size_of::<Params>(), 48);
+    fn params_is_64_bytes() {
+        assert_eq!(std::mem::size_of::<Params>(), 64);
     }
 }

@@ -227,6 +227,40 @@ pub struct Problem {
     /// Training mode (`--backward`): every plan adds the backward pass for the upstream gradient
     /// dO ([`Inputs::d_o`]) after the forward in training mode, and the run validates dQ, dK, dV.
     pub backward: bool,
+    /// SDPA's `dropout_p` on the attention probabilities (`--dropout`; 0: none, and no dropout
+    /// work in any kernel). See [`crate::dropout`] for the keep mask.
+    pub dropout: f64,
+    /// `--mode`: train or eval. Dropout applies in both, as SDPA's does (the eval-mode pitfall);
+    /// eval with dropout > 0 adds a warning to the report.
+    pub mode: Mode,
+}
+
+/// Whether the run stands for a module in training or in evaluation mode (`--mode`). SDPA does not
+/// know: `F.scaled_dot_product_attention(..., dropout_p=p)` drops with probability p either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Train,
+    #[default]
+    Eval,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Result<Mode> {
+        match s.to_ascii_lowercase().as_str() {
+            "train" => Ok(Mode::Train),
+            "eval" => Ok(Mode::Eval),
+            _ => Err(Error::InvalidProblem(format!(
+                "--mode `{s}` is unknown (expected train or eval)"
+            ))),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Train => "train",
+            Mode::Eval => "eval",
+        }
+    }
 }
 
 /// Largest sequence length and head dimension accepted at all (the adapter may refuse smaller ones).
@@ -250,7 +284,27 @@ impl Problem {
             tolerance: ToleranceMode::Pytorch,
             overrides: Vec::new(),
             backward: false,
+            dropout: 0.0,
+            mode: Mode::Eval,
         }
+    }
+
+    /// The run's dropout, `None` when `dropout` is 0.
+    pub fn dropout(&self) -> Option<crate::dropout::Dropout> {
+        crate::dropout::Dropout::new(self.dropout, self.seed)
+    }
+
+    /// The eval-mode pitfall, when it applies: a warning for the report.
+    pub fn eval_dropout_warning(&self) -> Option<String> {
+        (self.mode == Mode::Eval && self.dropout > 0.0).then(|| {
+            format!(
+                "--mode eval with --dropout {}: dropout is still applied, as SDPA applies \
+                 dropout_p even when the module is in eval mode (module.eval() does not reach \
+                 F.scaled_dot_product_attention); for evaluation pass --dropout 0 (in PyTorch: \
+                 dropout_p=self.p if self.training else 0.0)",
+                self.dropout
+            )
+        })
     }
 
     /// Checks the sizes; every message names the bad value.
@@ -277,6 +331,7 @@ impl Problem {
                 self.head_dim
             ));
         }
+        crate::dropout::check_p(self.dropout).map_err(Error::InvalidProblem)?;
         if !self.scale.is_finite() {
             return bad(format!("--scale must be finite (got {})", self.scale));
         }
@@ -363,6 +418,9 @@ impl Problem {
         }
         if self.causal && self.mask.bias.is_some() {
             s += " (causal AND mask: intersection)";
+        }
+        if self.dropout > 0.0 {
+            s += &format!(" dropout={} ({})", self.dropout, self.mode.name());
         }
         s
     }

@@ -4,6 +4,9 @@
 //! widened to f64), with the same masks: the causal rule (key j takes part in row i iff j <= i),
 //! plus the normalized additive bias (`src/mask.rs`), then a max-subtracted softmax in f64.
 //! A row in which no key takes part follows the variant's [`Semantics`]: all 0 or all NaN.
+//! With `--dropout`, every probability is multiplied by its factor from [`crate::dropout`] (0 or
+//! 1 / (1 - p), the same keep mask as the GPU's) after the softmax, as SDPA does: the output
+//! stays an element-wise check.
 
 use crate::mask::{bias_at, Semantics};
 use crate::problem::{Inputs, Problem};
@@ -48,11 +51,13 @@ pub fn reference_row_with(p: &Problem, x: &Inputs, row: RowId, sem: Semantics) -
         *v = (*v - m).exp();
         denom += *v;
     }
+    let drop = p.dropout();
     let mut out = vec![0.0f64; d];
     for (j, pj) in s.iter().enumerate() {
+        let f = drop.map_or(1.0, |z| z.factor(row.bh, row.i, j as u64));
         let vrow = &x.v[base + j * d..base + (j + 1) * d];
         for (o, vv) in out.iter_mut().zip(vrow) {
-            *o += pj * *vv as f64;
+            *o += pj * f * *vv as f64;
         }
     }
     for o in out.iter_mut() {
@@ -87,12 +92,14 @@ pub fn low_precision_row(p: &Problem, x: &Inputs, row: RowId, sem: Semantics) ->
         };
         return vec![v; d];
     }
+    let drop = p.dropout();
     let mut l = 0.0f32;
     let mut out = vec![0.0f32; d];
     for (j, sj) in s.iter().enumerate() {
         let pj = (sj - m).exp();
         l += pj;
-        let pj = p.dtype.round(pj);
+        let f = drop.map_or(1.0, |z| z.factor(row.bh, row.i, j as u64) as f32);
+        let pj = p.dtype.round(pj * f);
         let vrow = &x.v[base + j * d..base + (j + 1) * d];
         for (o, vv) in out.iter_mut().zip(vrow) {
             *o += pj * vv;
@@ -118,6 +125,9 @@ pub struct HeadGrads {
 /// dV = Pᵀ·dO; dP = dO·Vᵀ; dS = P ∘ (dP − rowsum(dP ∘ P)); dS = 0 where the mask blocks
 /// (masked_fill's backward, so a fully-masked row of a NaN variant gives dS = 0 and dQ = 0 while
 /// its NaN P still reaches every dV row of the head); dS *= scale; dQ = dS·K; dK = dSᵀ·Q.
+///
+/// With dropout (factors Z, 0 or 1 / (1 - p)), P·V uses P ∘ Z: dV = (P ∘ Z)ᵀ·dO, and the
+/// softmax's backward gets dP ∘ Z for dP.
 ///
 /// The twin computes the same in f32 arithmetic and rounds where FlashAttention-2's backward
 /// rounds to the storage dtype: P before dV = Pᵀ·dO, dS before dQ and dK, and the three outputs.
@@ -191,15 +201,26 @@ pub fn backward_head(p: &Problem, x: &Inputs, bh: u64, sem: Semantics, lp: bool)
             pm[i * n + j] = f(pm[i * n + j] / sum);
         }
     }
+    let drop = p.dropout();
+    let z = |i: usize, j: usize| {
+        drop.map_or(1.0, |z| {
+            let x = z.factor(bh, i as u64, j as u64);
+            if lp {
+                x as f32 as f64
+            } else {
+                x
+            }
+        })
+    };
     let mut dq = vec![0.0f64; n * d];
     let mut dk = vec![0.0f64; n * d];
     let mut dv = vec![0.0f64; n * d];
     for i in 0..n {
-        let dp: Vec<f64> = (0..n).map(|j| dot(&g[i], &v[j])).collect();
+        let dp: Vec<f64> = (0..n).map(|j| f(dot(&g[i], &v[j]) * z(i, j))).collect();
         let di = (0..n).fold(0.0, |acc, j| f(acc + pm[i * n + j] * dp[j]));
         for j in 0..n {
             let pij = pm[i * n + j];
-            let prd = r(pij);
+            let prd = r(f(pij * z(i, j)));
             let ds = if allowed[i * n + j] {
                 r(f(f(pij * f(dp[j] - di)) * scale))
             } else {
@@ -295,10 +316,18 @@ mod tests {
     #[test]
     fn the_backward_oracle_matches_finite_differences() {
         use crate::mask::{MaskValues, UserMask};
-        let cases: Vec<(bool, bool)> = vec![(false, false), (true, false), (true, true)];
-        for (causal, masked) in cases {
+        // (causal, masked, dropout)
+        let cases: Vec<(bool, bool, f64)> = vec![
+            (false, false, 0.0),
+            (true, false, 0.0),
+            (true, true, 0.0),
+            (false, false, 0.4),
+            (true, true, 0.3),
+        ];
+        for (causal, masked, dropout) in cases {
             let mut p = Problem::new(2, 1, 5, 3, causal, 11);
             p.backward = true;
+            p.dropout = dropout;
             let mut x = Inputs::generate(&p);
             if masked {
                 let values: Vec<f32> = (0..25).map(|e| ((e * 7) % 5) as f32 * 0.3 - 0.5).collect();
@@ -344,7 +373,8 @@ mod tests {
                         let err = (fd - want).abs();
                         assert!(
                             err < 1e-5 * (1.0 + want.abs()),
-                            "causal={causal} masked={masked} head {bh} tensor {which} elem {e}: \
+                            "causal={causal} masked={masked} dropout={dropout} head {bh} tensor \
+                             {which} elem {e}: \
                              finite difference {fd} vs oracle {want}"
                         );
                     }

@@ -8,7 +8,7 @@ use clap::Args;
 
 use attn_wgpu::gpu::runner::Schedule;
 use attn_wgpu::gpu::AdapterSelection;
-use attn_wgpu::problem::{DType, Problem, ToleranceMode};
+use attn_wgpu::problem::{DType, Mode, Problem, ToleranceMode};
 use attn_wgpu::tile::TileChoice;
 
 use super::bad;
@@ -114,6 +114,16 @@ pub struct ShapeArgs {
     /// pass timed, the saved tensors and the step's peak memory reported.
     #[arg(long)]
     pub backward: bool,
+    /// Dropout on the attention probabilities after softmax, as SDPA's dropout_p: 0 <= P < 1
+    /// (default 0: none, and no dropout work in any kernel). Kept ones are scaled by 1/(1-P);
+    /// the keep mask is Philox4x32-10 of the seed over (b, h, i, j) (README, "Dropout"), the
+    /// same in every variant and in the f64 reference.
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.0)]
+    pub dropout: f64,
+    /// train or eval (default: train with --backward, else eval). Dropout applies in both, as
+    /// SDPA's does; eval with --dropout > 0 prints a warning saying what to pass instead.
+    #[arg(long)]
+    pub mode: Option<String>,
 }
 
 impl ShapeArgs {
@@ -144,12 +154,25 @@ impl ShapeArgs {
         );
         p.dtype = self.dtype()?.unwrap_or(DType::F32);
         p.tolerance = self.tolerance()?;
-        p.backward = self.backward;
+        self.training(&mut p)?;
         if let Some(s) = self.scale {
             p.scale = s;
         }
         p.validate()?;
         Ok(p)
+    }
+
+    /// `--backward`, `--dropout` and `--mode` into `p` (exit 2 naming a bad value).
+    pub fn training(&self, p: &mut Problem) -> anyhow::Result<()> {
+        p.backward = self.backward;
+        attn_wgpu::dropout::check_p(self.dropout).map_err(bad)?;
+        p.dropout = self.dropout;
+        p.mode = match &self.mode {
+            Some(m) => Mode::parse(m)?,
+            None if self.backward => Mode::Train,
+            None => Mode::Eval,
+        };
+        Ok(())
     }
 }
 

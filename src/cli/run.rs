@@ -196,7 +196,7 @@ fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, Option<DType>)> {
         );
         p.dtype = dtype_arg.unwrap_or(q.dtype);
         p.tolerance = a.shape.tolerance()?;
-        p.backward = a.shape.backward;
+        a.shape.training(&mut p)?;
         let x = Inputs {
             q: q.values,
             k: k.values,
@@ -245,6 +245,30 @@ fn save_inputs(dir: &Path, p: &Problem, x: &Inputs) -> anyhow::Result<()> {
     if let (Some(l), Some(b)) = (p.mask.bias, &x.bias) {
         let mshape = [l.batch as u64, l.heads as u64, p.seq as u64, p.seq as u64];
         npy::write(&dir.join("mask.npy"), &mshape, DType::F32, b)?;
+    }
+    if let Some(d) = p.dropout() {
+        // Checked against MAX_SAVED_MASK before any work (keep_mask_size).
+        let n = p.seq as u64;
+        let keep = d.keep_mask(p.bh(), n, n);
+        npy::write_bool(
+            &dir.join("keep.npy"),
+            &[p.batch as u64, p.heads as u64, n, n],
+            &keep,
+        )?;
+    }
+    Ok(())
+}
+
+/// keep.npy's elements, refused above [`attn_wgpu::dropout::MAX_SAVED_MASK`] (exit 2).
+fn check_keep_size(p: &Problem) -> anyhow::Result<()> {
+    let elems = p.scores_elems();
+    if p.dropout > 0.0 && elems > attn_wgpu::dropout::MAX_SAVED_MASK {
+        return Err(bad(format!(
+            "--save-inputs with --dropout writes keep.npy, one byte per (b, h, i, j): B*H*N*N = \
+             {elems} elements is above the limit of {} (256 MiB); use a smaller shape, or \
+             regenerate the mask from the README's recipe",
+            attn_wgpu::dropout::MAX_SAVED_MASK
+        )));
     }
     Ok(())
 }
@@ -334,7 +358,7 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     }
     // Inputs and outputs: no output may name an input or another output (compared as files).
     let saved: Vec<PathBuf> = match &a.save_inputs {
-        Some(d) => ["q.npy", "k.npy", "v.npy", "mask.npy", "do.npy"]
+        Some(d) => ["q.npy", "k.npy", "v.npy", "mask.npy", "do.npy", "keep.npy"]
             .iter()
             .map(|f| d.join(f))
             .collect(),
@@ -384,6 +408,9 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     // The dtype of the --q/--k/--v files, when the inputs come from files.
     let (mut p, mut x, file_dtype) = problem(&a)?;
     p.overrides = overrides;
+    if a.save_inputs.is_some() {
+        check_keep_size(&p)?;
+    }
     let d_o = match &a.d_o {
         Some(path) => Some(read_d_o(path, &p, file_dtype.zip(a.q.as_deref()))?),
         None => None,
@@ -526,7 +553,7 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         write_trace(&dest(t), &gpu, &runner, &runs)?;
     }
     if a.json.is_some() || a.html.is_some() {
-        let mut warnings = Vec::new();
+        let mut warnings: Vec<String> = p.eval_dropout_warning().into_iter().collect();
         for r in &runs {
             if let Some(m) = &r.measurement {
                 warnings.extend(m.warnings.iter().map(|w| format!("{}: {w}", r.variant)));
@@ -550,6 +577,7 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             runs: &runs,
             roofline: roofline_source,
             warnings,
+            dropout: p.dropout(),
         };
         if let Some(path) = &a.json {
             let path = &dest(path);

@@ -25,7 +25,8 @@
 //! # Shader composition
 //! A kernel that touches Q/K/V/O or the mask is written once and composed (`kernel!`) from
 //! `dtype_<storage>.wgsl` (element type, `load`, `pack`), `common.wgsl` (Params), a mask prelude
-//! (`mask_none.wgsl`, or `mask_bias.wgsl` with its binding number filled in) and the kernel file
+//! (`mask_none.wgsl`, or `mask_bias.wgsl` with its binding number filled in), a dropout prelude
+//! (`dropout_none.wgsl`, or `philox.wgsl` with `kernel!(.., dropout = true)`) and the kernel file
 //! followed by any number of part files (`kernel!("a.wgsl" + "b.wgsl" + "c.wgsl", ..)`: functions
 //! `a.wgsl` calls). The mask's binding number is not written anywhere: it is the place of the
 //! `MASK` buffer in the dispatch's binding list ([`mask_slot`]). Composed sources are built once
@@ -42,6 +43,7 @@ use crate::plan::{Access, BindingDecl, BufferDecl, Role};
 use crate::problem::{DType, Problem};
 
 pub mod convert;
+pub mod dropout;
 pub mod mask;
 pub mod math_mask;
 pub mod math_rows;
@@ -78,6 +80,9 @@ pub(crate) use shader;
 /// `kernel!("tiled_rt.wgsl" + "tiled_rt_wg.wgsl" + "tiled_mask.wgsl", st, mask_slot(&b))`.
 macro_rules! kernel {
     ($file:literal $(+ $part:literal)*, $storage:expr, $mask_binding:expr) => {
+        $crate::kernels::kernel!($file $(+ $part)*, $storage, $mask_binding, dropout = false)
+    };
+    ($file:literal $(+ $part:literal)*, $storage:expr, $mask_binding:expr, dropout = $dropout:expr) => {
         $crate::kernels::compose(
             concat!($file $(, "+", $part)*),
             concat!(
@@ -86,6 +91,7 @@ macro_rules! kernel {
             ),
             $storage,
             $mask_binding,
+            $dropout,
         )
     };
 }
@@ -136,7 +142,7 @@ impl Storage {
     }
 }
 
-type ComposeKey = (&'static str, Storage, Option<u32>);
+type ComposeKey = (&'static str, Storage, Option<u32>, bool);
 static COMPOSED: Mutex<Option<HashMap<ComposeKey, crate::plan::Shader>>> = Mutex::new(None);
 
 /// See `kernel!`.
@@ -145,8 +151,9 @@ pub fn compose(
     body: &'static str,
     storage: Storage,
     mask_binding: Option<u32>,
+    dropout: bool,
 ) -> crate::plan::Shader {
-    let key = (file, storage, mask_binding);
+    let key = (file, storage, mask_binding, dropout);
     let mut guard = COMPOSED.lock().unwrap_or_else(|e| e.into_inner());
     let map = guard.get_or_insert_with(HashMap::new);
     if let Some(s) = map.get(&key) {
@@ -166,17 +173,24 @@ pub fn compose(
         let l = l.trim_start();
         l.starts_with("enable ") || l.starts_with("diagnostic(")
     });
+    let dropout_src = if dropout {
+        include_str!("../../shaders/philox.wgsl")
+    } else {
+        include_str!("../../shaders/dropout_none.wgsl")
+    };
     let source = format!(
-        "{}\n{st_src}\n{}\n{mask_src}\n{}",
+        "{}\n{st_src}\n{}\n{mask_src}\n{dropout_src}\n{}",
         enables.join("\n"),
         include_str!("../../shaders/common.wgsl"),
         rest.join("\n")
     );
-    let tag = if mask_binding.is_some() {
-        format!("{st_name}+mask")
-    } else {
-        st_name.to_string()
-    };
+    let mut tag = st_name.to_string();
+    if mask_binding.is_some() {
+        tag += "+mask";
+    }
+    if dropout {
+        tag += "+dropout";
+    }
     let s = crate::plan::Shader {
         file,
         source: Box::leak(source.into_boxed_str()),

@@ -296,19 +296,22 @@ pub fn attention(
 ) -> Result<Dispatch, String> {
     let st = Storage::of(p.dtype);
     let mask = mask_slot(&fused_bindings(p));
+    let drop = p.dropout().is_some();
     let (shader, overrides) = match cfg.kernel {
         TileKernel::Rt2 => (
             if p.backward {
                 kernel!(
                     "tiled_v2.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl",
                     st,
-                    mask
+                    mask,
+                    dropout = drop
                 )
             } else {
                 kernel!(
                     "tiled_v2.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl",
                     st,
-                    mask
+                    mask,
+                    dropout = drop
                 )
             },
             // Measured on the H200 at B8 H16 N1024 D64 causal (results/h200/2026-12-03-v16-rt2-knobs):
@@ -332,22 +335,26 @@ pub fn attention(
                 (Reduce::Workgroup, false) => kernel!(
                     "tiled_rt.wgsl" + "tiled_rt_wg.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl",
                     st,
-                    mask
+                    mask,
+                    dropout = drop
                 ),
                 (Reduce::Workgroup, true) => kernel!(
                     "tiled_rt.wgsl" + "tiled_rt_wg.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl",
                     st,
-                    mask
+                    mask,
+                    dropout = drop
                 ),
                 (Reduce::Subgroup, false) => kernel!(
                     "tiled_rt.wgsl" + "tiled_rt_sg.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl",
                     st,
-                    mask
+                    mask,
+                    dropout = drop
                 ),
                 (Reduce::Subgroup, true) => kernel!(
                     "tiled_rt.wgsl" + "tiled_rt_sg.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl",
                     st,
-                    mask
+                    mask,
+                    dropout = drop
                 ),
             };
             (shader, prefetch)
@@ -364,7 +371,7 @@ pub fn attention(
             ))
         }
         TileKernel::Row => (
-            kernel!("tiled.wgsl" + "tiled_mask.wgsl", st, mask),
+            kernel!("tiled.wgsl" + "tiled_mask.wgsl", st, mask, dropout = drop),
             vec![
                 ("BR".to_string(), cfg.br as f64),
                 ("D4".to_string(), cfg.d4 as f64),

@@ -138,6 +138,7 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
     let bh = p.bh();
     let (tiles, pairs) = visited(p);
     let st = Storage::of(p.dtype);
+    let drop = p.dropout().is_some();
     let narrow = p.head_dim <= 32;
     let mask = if p.mask.bias.is_some() {
         bh * pairs * 4
@@ -160,13 +161,15 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
                 kernel!(
                     "tiled_bwd_kv.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d32.wgsl",
                     st,
-                    slot
+                    slot,
+                    dropout = drop
                 )
             } else {
                 kernel!(
                     "tiled_bwd_kv.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d64.wgsl",
                     st,
-                    slot
+                    slot,
+                    dropout = drop
                 )
             };
             (
@@ -190,13 +193,15 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
                 kernel!(
                     "tiled_bwd_q.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d32.wgsl",
                     st,
-                    slot
+                    slot,
+                    dropout = drop
                 )
             } else {
                 kernel!(
                     "tiled_bwd_q.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d64.wgsl",
                     st,
-                    slot
+                    slot,
+                    dropout = drop
                 )
             };
             (

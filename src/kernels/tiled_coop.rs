@@ -56,7 +56,8 @@ pub fn attention(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
         kernel!(
             "tiled_coop.wgsl" + "tiled_mask.wgsl",
             Storage::of(p.dtype),
-            mask
+            mask,
+            dropout = p.dropout().is_some()
         ),
         overrides(),
         &tile(p),

@@ -53,6 +53,8 @@ pub struct ResultsFile<'a> {
     /// The probe behind `runs[].dispatches[].roofline` (None: no probe file was found or given).
     pub roofline: Option<crate::report::roofline::RooflineSource>,
     pub warnings: Vec<String>,
+    /// `--dropout`: p, the threshold and scale the kernels use, the Philox key (README, "Dropout").
+    pub dropout: Option<crate::dropout::Dropout>,
 }
 
 /// Writes `value` as pretty JSON to `path` atomically.

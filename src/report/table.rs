@@ -55,6 +55,20 @@ pub fn header(adapter: &AdapterReport, p: &Problem, warmup: u32, reps: u32) -> S
             " (UNAVAILABLE on this adapter)"
         }
     );
+    if let Some(d) = p.dropout() {
+        let _ = writeln!(
+            s,
+            "Dropout  : p={} in {} mode: Philox4x32-10 keep mask (key = seed, counter = (i>>2, j, \
+             b*H+h, 0), word i&3 >= {}), kept P scaled by 1/(1-p) = {}",
+            d.p,
+            p.mode.name(),
+            d.threshold,
+            d.scale as f32
+        );
+    }
+    if let Some(w) = p.eval_dropout_warning() {
+        let _ = writeln!(s, "WARNING  : {w}");
+    }
     s
 }
 

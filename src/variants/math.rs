@@ -11,7 +11,9 @@
 //!   masked_rows  F = rows whose scores are all -inf (explicit all-masked detection)
 //!   row_max, exp_sum, normalize_rows   softmax in three passes
 //!   where_zero   S = 0 on rows with F set (a safe softmax: those rows return 0, as SDPA's do)
-//!   pv           O32 = S V                                       (pv.wgsl, f32)
+//!   dropout      PD = S ∘ keep / (1 - p), out of place, only with --dropout > 0 (dropout.wgsl;
+//!                the math backend's at::dropout)
+//!   pv           O32 = S V (PD V with dropout)                   (pv.wgsl, f32)
 //! to_dtype       O = O32 rounded to the run's dtype              (narrow.wgsl; not for f32)
 //! ```
 //! f16 is read and written as u32 pairs through `pack2x16float` / `unpack2x16float` (the
@@ -22,6 +24,7 @@ use crate::gpu::AdapterCaps;
 use crate::kernels::{
     buf, check_binding, check_grid, check_mask, chunks,
     convert::{scale_f32, to_f32},
+    dropout::{dropout, dropout_bwd},
     heads_per_chunk,
     math_mask::build_mask,
     math_rows::{row_step, RowStep},
@@ -79,6 +82,11 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     }
     buffers.push(buf("M", nn_bytes, Role::Intermediate, true));
     buffers.push(buf("S", nn_bytes, Role::Intermediate, true));
+    let dropout_on = p.dropout().is_some();
+    if dropout_on {
+        buffers.push(buf("PD", nn_bytes, Role::Intermediate, true));
+    }
+    let probs = if dropout_on { "PD" } else { "S" };
     for name in ["F", "R", "L"] {
         buffers.push(buf(name, rows_bytes, Role::Intermediate, false));
     }
@@ -131,10 +139,13 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         for step in RowStep::ALL {
             dispatches.push(row_step(step, params, caps));
         }
+        if dropout_on {
+            dispatches.push(dropout(params, "S", "PD", caps));
+        }
         dispatches.push(pv(
             Storage::F32,
             params,
-            ["S", vsrc, out32],
+            [probs, vsrc, out32],
             caps,
             &format!("{out32} = P·V in f32"),
         )?);
@@ -144,7 +155,7 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
                 dispatches
                     .push(to_f32(p, st, all, "dO", "dOf", caps).backward("to_f32_do", vec![]));
             }
-            let b = backward(params, vsrc, narrow, &dispatches, caps)?;
+            let b = backward(params, vsrc, probs, narrow, &dispatches, caps)?;
             dispatches.extend(b);
         }
     }
@@ -219,10 +230,11 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
 
 /// The backward of one chunk's forward, in f32 on the f32 copies: dV = Pᵀ·dO, dP = dO·Vᵀ, the
 /// safe softmax's backward, dQs = dS·Ks, dKs = dSᵀ·Qs (the scaling back to dQ, dK comes after
-/// the last chunk).
+/// the last chunk). `probs`: P after dropout (`S` without).
 fn backward(
     params: Params,
     vsrc: &str,
+    probs: &str,
     narrow: bool,
     fwd: &[Dispatch],
     caps: &AdapterCaps,
@@ -233,15 +245,16 @@ fn backward(
         ("dO", "dV")
     };
     let p_saved = save_after(fwd, "where_zero", "S", "safe softmax");
-    Ok(vec![
+    let pd_saved = save_after(fwd, "pv", probs, "pv");
+    let mut b = vec![
         ptv(
             Storage::F32,
             params,
-            ["S", d_o, dv],
+            [probs, d_o, dv],
             caps,
             "dV = Pᵀ·dO in f32",
         )?
-        .backward("dv", vec![p_saved.clone()]),
+        .backward("dv", vec![pd_saved]),
         qk(
             Storage::F32,
             params,
@@ -250,6 +263,11 @@ fn backward(
             "dP = dO·Vᵀ in f32",
         )?
         .backward("dp", vec![save_after(fwd, "pv", vsrc, "pv")]),
+    ];
+    if probs != "S" {
+        b.push(dropout_bwd(params, "dP", caps));
+    }
+    b.extend([
         softmax_bwd(params, ["dP", "S"], caps).backward("softmax_bwd", vec![p_saved]),
         pv(
             Storage::F32,
@@ -267,5 +285,6 @@ fn backward(
             "dKs = dSᵀ·Qs in f32",
         )?
         .backward("dk", vec![save_after(fwd, "qk", "Qs", "qk")]),
-    ])
+    ]);
+    Ok(b)
 }

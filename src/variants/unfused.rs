@@ -9,7 +9,10 @@
 //!         plus the additive mask bias when there is one
 //!                                          (shaders/mask.wgsl, entries `copy` and `in_place`)
 //! softmax P  = softmax(S) row-wise, in place (shaders/softmax.wgsl; softmax4.wgsl when N % 4 == 0)
-//! pv      O  = P V                         (shaders/pv.wgsl)
+//! dropout PD = P ∘ keep / (1 - p)          only with --dropout > 0 (shaders/dropout.wgsl): out
+//!         of place into a new N x N buffer PD (P is what softmax's backward needs), or, in
+//!         `unfused-inplace*` inference, in place on P
+//! pv      O  = P V (PD V with dropout)      (shaders/pv.wgsl)
 //! ```
 //! Q, K, V and O are in the run's dtype; S (and S2) are f32. Fully-masked rows come out NaN here
 //! (a plain softmax divides 0 by 0).
@@ -22,7 +25,9 @@
 
 use crate::gpu::AdapterCaps;
 use crate::kernels::{
-    buf, check_binding, check_grid, check_mask, chunks, heads_per_chunk,
+    buf, check_binding, check_grid, check_mask, chunks,
+    dropout::{dropout, dropout_bwd},
+    heads_per_chunk,
     mask::{copy, mask},
     math_rows::{row_step, RowStep},
     pv::{self, ptv, pv},
@@ -60,13 +65,15 @@ enum Softmax {
 }
 
 /// The backward of the five steps, as autograd runs it, one dispatch per step, for the chunk of
-/// heads in `params`; `prob` holds P. Saved tensors are taken after the forward dispatches of the
-/// chunk (`fwd`).
+/// heads in `params`; `prob` holds P, `dropped` P after dropout (`prob` without dropout). Saved
+/// tensors are taken after the forward dispatches of the chunk (`fwd`).
+#[allow(clippy::too_many_arguments)]
 fn backward(
     p: &Problem,
     st: Storage,
     params: Params,
     prob: &str,
+    dropped: &str,
     softmax: Softmax,
     fwd: &[Dispatch],
     caps: &AdapterCaps,
@@ -77,14 +84,18 @@ fn backward(
         Softmax::Fused => saved(prob, "softmax", "softmax"),
         Softmax::InPlaceExp => saved(prob, "normalize_rows", "normalize_rows"),
     };
-    let pv_saved = saved(prob, "pv", "pv");
+    let pv_saved = saved(dropped, "pv", "pv");
     let mut b = vec![
         ptv(
             st,
             params,
-            [prob, "dO", "dV"],
+            [dropped, "dO", "dV"],
             caps,
-            "dV = Pᵀ·dO (pv's backward)",
+            if dropped == prob {
+                "dV = Pᵀ·dO (pv's backward)"
+            } else {
+                "dV = PDᵀ·dO (pv's backward, P after dropout)"
+            },
         )?
         .backward("dv", vec![pv_saved]),
         qk(
@@ -96,6 +107,10 @@ fn backward(
         )?
         .backward("dp", vec![saved("V", "pv", "pv")]),
     ];
+    if dropped != prob {
+        // The factors are regenerated from the counter-based RNG: no mask is saved.
+        b.push(dropout_bwd(params, "dP", caps));
+    }
     match softmax {
         Softmax::Fused => {
             b.push(softmax_bwd(params, ["dP", prob], caps).backward("softmax_bwd", vec![p_saved]))
@@ -179,6 +194,17 @@ fn build(
     if !in_place {
         buffers.push(buf("S2", nn_bytes, Role::Intermediate, true));
     }
+    // Dropout out of place into PD, except in place in `unfused-inplace*` inference (training
+    // needs P itself for softmax's backward).
+    let dropout_to = match (p.dropout().is_some(), in_place && !p.backward) {
+        (false, _) => None,
+        (true, true) => Some(masked),
+        (true, false) => Some("PD"),
+    };
+    if dropout_to == Some("PD") {
+        buffers.push(buf("PD", nn_bytes, Role::Intermediate, true));
+    }
+    let dropped = dropout_to.unwrap_or(masked);
     if softmax_kind == Softmax::InPlaceExp {
         buffers.push(buf("R", per * n * 4, Role::Intermediate, false));
         buffers.push(buf("L", per * n * 4, Role::Intermediate, false));
@@ -215,26 +241,49 @@ fn build(
                 }
             }
         }
+        if let Some(to) = dropout_to {
+            dispatches.push(dropout(params, masked, to, caps));
+        }
         dispatches.push(pv(
             st,
             params,
-            [masked, "V", "O"],
+            [dropped, "V", "O"],
             caps,
             "O = P·V over all N keys (the zeros above the diagonal too)",
         )?);
         if p.backward {
             // Heads are independent: each chunk's backward runs right after its forward, before
             // the next chunk overwrites the N x N buffers.
-            let b = backward(p, st, params, masked, softmax_kind, &dispatches, caps)?;
+            let b = backward(
+                p,
+                st,
+                params,
+                masked,
+                dropped,
+                softmax_kind,
+                &dispatches,
+                caps,
+            )?;
             dispatches.extend(b);
         }
     }
 
     let mut notes = vec![format!(
         "{} N x N buffer(s) of {} bytes each are materialized (f32 scores)",
-        if in_place { 1 } else { 2 },
+        if in_place { 1 } else { 2 } + usize::from(dropout_to == Some("PD")),
         nn_bytes
     )];
+    match dropout_to {
+        Some("PD") => notes.push(
+            "dropout out of place: +1 dispatch and +1 N x N buffer (PD); P itself stays for              softmax's backward, as F.dropout(attn, p) keeps its input"
+                .into(),
+        ),
+        Some(_) => notes.push(
+            "dropout in place on P (inference only: in training, softmax's backward needs P, so              the training plan drops out of place)"
+                .into(),
+        ),
+        None => {}
+    }
     if parts.len() > 1 {
         notes.push(format!(
             "chunked: B*H = {bh} heads do not fit one binding of N x N scores; {} chunks of up to \
@@ -255,7 +304,15 @@ fn build(
         notes.push("causal AND explicit mask / key padding: their intersection".into());
     }
     notes.push("a row with no allowed key returns NaN (plain softmax: 0/0)".into());
-    let training_note = p.backward.then(|| training_note(in_place, softmax_kind));
+    let training_note = p.backward.then(|| {
+        let mut t = training_note(in_place, softmax_kind);
+        if dropout_to.is_some() {
+            t += "; dropout runs out of place (PD = P ∘ keep / (1 - p)): softmax's backward \
+                  needs P and pv's needs PD, and the backward regenerates the keep mask from the \
+                  counter-based RNG instead of saving it";
+        }
+        t
+    });
     Ok(Plan {
         variant: String::new(),
         buffers,
