@@ -4,8 +4,9 @@
 #   bash bench/h200_suite.sh BINARY OUTDIR
 # It probes the adapter, runs attn-wgpu (f32/f16/bf16 at the seed's shape, every variant; f16 at
 # N=4096; a sweep over N for each dtype; explain at the seed's shape; the training step through
-# bench/h200_backward.sh) and the PyTorch baseline (bench/torch_sdpa.py) in the same lease, so the
-# numbers share one GPU state. Everything lands in OUTDIR/h200.tar.gz (+ OUTDIR/log.txt).
+# bench/h200_backward.sh; dropout through bench/h200_dropout.sh) and the PyTorch baseline
+# (bench/torch_sdpa.py) in the same lease, so the numbers share one GPU state. Everything lands
+# in OUTDIR/h200.tar.gz (+ OUTDIR/log.txt).
 set -u
 B=${1:?usage: bench/h200_suite.sh BINARY OUTDIR}
 out=${2:?usage: bench/h200_suite.sh BINARY OUTDIR}
@@ -39,6 +40,8 @@ step() { echo "## $*"; "$@"; echo "## exit $?"; }
 } > "$log" 2>&1
 # The training step (--backward), attn-wgpu and PyTorch, in the same lease.
 bash bench/h200_backward.sh "$B" "$o/backward" >> "$log" 2>&1
+# Dropout (every variant validated with --dropout 0.1, its cost beside PyTorch's), same lease.
+bash bench/h200_dropout.sh "$B" "$o/dropout" >> "$log" 2>&1
 mkdir -p "$out"
 cp "$log" "$out/log.txt"
 tar czf "$out/h200.tar.gz" -C "$o" .

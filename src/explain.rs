@@ -523,6 +523,81 @@ pub fn report(p: &Problem, runs: &[VariantRun], x: &HostExtras) -> String {
     s
 }
 
+/// `explain --dropout P`: the eval-mode pitfall shown on the GPU. `with` ran with the problem's
+/// dropout, `without` is the same variant, inputs and seed with dropout 0 (what evaluation should
+/// run): how far the two outputs differ, which elements changed, what dropout cost in time.
+pub fn dropout_pitfall(p: &Problem, with: &VariantRun, without: &VariantRun) -> String {
+    let mut s = String::from("== Dropout: the eval-mode pitfall\n");
+    let (Some(a), Some(b)) = (&with.measurement, &without.measurement) else {
+        return s;
+    };
+    let (mut worst, mut at, mut changed) = (0.0f32, 0usize, 0usize);
+    for (e, (x, y)) in a.output.iter().zip(&b.output).enumerate() {
+        let d = (x - y).abs();
+        if d > 0.0 {
+            changed += 1;
+        }
+        if d > worst {
+            worst = d;
+            at = e;
+        }
+    }
+    let d = p.head_dim as usize;
+    let n = p.seq as usize;
+    let (row, col) = (at / d, at % d);
+    let (g, i) = (row / n, row % n);
+    let _ = writeln!(
+        s,
+        "   {} with --dropout {} vs --dropout 0, same inputs and seed: {} of {} output elements \
+         differ, the largest by {:.4} at (b={}, h={}, i={}, d={col}).",
+        with.variant,
+        p.dropout,
+        changed,
+        a.output.len(),
+        worst,
+        g / p.heads as usize,
+        g % p.heads as usize,
+        i
+    );
+    let _ = writeln!(
+        s,
+        "   {} against the f64 reference with its own dropout ({} with dropout, {} without): \
+         the difference is the dropout itself. In {} mode SDPA still drops: \
+         F.scaled_dot_product_attention(..., dropout_p={}) never sees module.eval(), so an \
+         evaluation that forgets `dropout_p=self.p if self.training else 0.0` gets the first \
+         output, not the second.",
+        if with.passed() && without.passed() {
+            "Each passes"
+        } else {
+            "NOT both pass"
+        },
+        if with.passed() { "PASS" } else { "FAIL" },
+        if without.passed() { "PASS" } else { "FAIL" },
+        p.mode.name(),
+        p.dropout
+    );
+    let med = |r: &VariantRun| {
+        r.forward
+            .as_ref()
+            .and_then(|f| f.gpu_sum_us.as_ref())
+            .map(|x| x.median)
+    };
+    if let (Some(x), Some(y)) = (med(with), med(without)) {
+        let _ = writeln!(
+            s,
+            "   Time: {x:.1} µs with dropout, {y:.1} µs without ({:+.1} %): the Philox4x32-10 \
+             keep mask is computed on the fly{}.",
+            (x / y - 1.0) * 100.0,
+            if with.variant.starts_with("tiled") {
+                " inside the fused kernel"
+            } else {
+                ", in a dispatch of its own over the N x N probabilities"
+            }
+        );
+    }
+    s
+}
+
 /// PyTorch's autograd kernels per backward at B8 H16 N1024 D64 causal on the H200 (PyTorch 2.11,
 /// `bench/torch_sdpa.py --backward`, results/h200/2026-12-04-v20-backward/torch_bwd_*_N1024.json):
 /// (code, f32, f16).

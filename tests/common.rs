@@ -113,7 +113,7 @@ pub fn random_mask(rng: &mut rand_pcg::Pcg32, p: &Problem, float: bool) -> UserM
     }
 }
 
-/// A random case; `backward`: a training problem (dO drawn too), N <= 40 and D <= 32 (the fused
+/// A random case (a third of them with dropout); `backward`: a training problem (dO drawn too), N <= 40 and D <= 32 (the fused
 /// backward's narrow kernels, which fit lavapipe's 32 KiB of workgroup storage).
 pub fn random_case(rng: &mut rand_pcg::Pcg32, backward: bool) -> Case {
     let variant = pick(rng, &variants::names());
@@ -139,6 +139,11 @@ pub fn random_case(rng: &mut rand_pcg::Pcg32, backward: bool) -> Case {
         .contains("padding")
         .then(|| (0..b).map(|_| rng.next_u32() % (n + 1)).collect());
     normalize(&mut p, &mut x, user.as_ref(), conv, padding.as_deref()).unwrap();
+    // A third of the cases drop (drawn last, so the draws above are those of the suite before
+    // dropout existed, case by case).
+    if rng.next_u32() % 3 == 0 {
+        p.dropout = pick(rng, &[0.1, 0.3, 0.6]);
+    }
     let desc = format!(
         "{variant} {} mask={kind} conv={conv:?} pad={padding:?} seed={seed}",
         p.shape_string()

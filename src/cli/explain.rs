@@ -89,6 +89,9 @@ pub fn cmd_explain(a: ExplainArgs) -> anyhow::Result<u8> {
         table::count(schedule.warmup, "warm-up", "warm-ups"),
         table::count(schedule.reps, "recorded forward", "recorded forwards")
     );
+    if let Some(w) = p.eval_dropout_warning() {
+        println!("WARNING: {w}\n");
+    }
     let t = Instant::now();
     let x = Inputs::generate(&p);
     let inputs_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -108,6 +111,18 @@ pub fn cmd_explain(a: ExplainArgs) -> anyhow::Result<u8> {
         variant_wall_ms: walls,
     };
     print!("{}", explain::report(&p, &runs, &extras));
+    if p.dropout > 0.0 {
+        // The pitfall on the GPU: the first variant that ran, again without dropout.
+        if let Some(first) = runs.iter().find(|r| r.ran()) {
+            let q = attn_wgpu::problem::Problem {
+                dropout: 0.0,
+                ..p.clone()
+            };
+            let r0 = run_variant(&gpu, &mut runner, &q, &x, &first.variant, schedule, true)?;
+            print!("\n{}", explain::dropout_pitfall(&p, first, &r0));
+            runs.push(r0);
+        }
+    }
     if let Some(t) = &a.trace {
         write_trace(t, &gpu, &runner, &runs)?;
     }
