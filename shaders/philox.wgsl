@@ -35,10 +35,19 @@ fn philox4x32_10(counter: vec4<u32>, key: vec2<u32>) -> vec4<u32> {
     return c;
 }
 
-// Dropout factors (0 or 1 / (1 - p)) of rows 4 i4 .. 4 i4 + 3 at key j of global head g.
-fn drop4(g: u32, i4: u32, j: u32) -> vec4<f32> {
-    let w = philox4x32_10(vec4<u32>(i4, j, g, 0u), vec2<u32>(params.drop_key0, params.drop_key1));
+// The Philox words of rows 4 i4 .. 4 i4 + 3 at key j of global head g (word r: row 4 i4 + r).
+fn keep_words(g: u32, i4: u32, j: u32) -> vec4<u32> {
+    return philox4x32_10(vec4<u32>(i4, j, g, 0u), vec2<u32>(params.drop_key0, params.drop_key1));
+}
+
+// Dropout factors (0 or 1 / (1 - p)) of four Philox words.
+fn factors(w: vec4<u32>) -> vec4<f32> {
     return select(vec4<f32>(0.0), vec4<f32>(params.drop_scale), w >= vec4<u32>(params.drop_threshold));
+}
+
+// Dropout factors of rows 4 i4 .. 4 i4 + 3 at key j of global head g.
+fn drop4(g: u32, i4: u32, j: u32) -> vec4<f32> {
+    return factors(keep_words(g, i4, j));
 }
 
 // The factor of row i alone (a whole call for one score: for kernels without 4 rows per thread).

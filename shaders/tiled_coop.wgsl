@@ -204,17 +204,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
         var p6 = select(vec4<f32>(0.0), exp2(x6 - m), live);
         var p7 = select(vec4<f32>(0.0), exp2(x7 - m), live);
         l += dot(p0 + p1 + p2 + p3 + p4 + p5 + p6 + p7, vec4<f32>(1.0));
-        // Dropout (philox.wgsl; dead code without it) after the row sum; this lane's keys are
-        // kb + 2c: a whole Philox call per factor.
+        // Dropout (philox.wgsl; dead code without it) after the row sum. This lane's keys are
+        // kb + 2c; the 4 lanes of a row quad share the Philox calls (drop_quad).
         if (DROPOUT) {
-            p0 *= drop_s2(head, i, kb);
-            p1 *= drop_s2(head, i, kb + 8u);
-            p2 *= drop_s2(head, i, kb + 16u);
-            p3 *= drop_s2(head, i, kb + 24u);
-            p4 *= drop_s2(head, i, kb + 32u);
-            p5 *= drop_s2(head, i, kb + 40u);
-            p6 *= drop_s2(head, i, kb + 48u);
-            p7 *= drop_s2(head, i, kb + 56u);
+            let q = lane & 3u;
+            p0 *= drop_quad(head, i, kb, q);
+            p1 *= drop_quad(head, i, kb + 8u, q);
+            p2 *= drop_quad(head, i, kb + 16u, q);
+            p3 *= drop_quad(head, i, kb + 24u, q);
+            p4 *= drop_quad(head, i, kb + 32u, q);
+            p5 *= drop_quad(head, i, kb + 40u, q);
+            p6 *= drop_quad(head, i, kb + 48u, q);
+            p7 *= drop_quad(head, i, kb + 56u, q);
         }
         st_p(pb, half, row, 0u, p0);
         st_p(pb, half, row, 8u, p1);
@@ -379,10 +380,18 @@ fn st_p(pb: u32, half: u32, row: u32, c: u32, p: vec4<f32>) {
     }
 }
 
-// Dropout factors of row i at keys j, j + 2, j + 4, j + 6.
-fn drop_s2(head: u32, i: u32, j: u32) -> vec4<f32> {
-    return vec4<f32>(drop1(head, i, j), drop1(head, i, j + 2u), drop1(head, i, j + 4u),
-                     drop1(head, i, j + 6u));
+// Dropout factors of this lane's row i at keys j, j + 2, j + 4, j + 6. The lanes q = lane & 3
+// of a quad hold rows 4a .. 4a + 3 (r0 is a multiple of 16) and need the same keys: lane q makes
+// the one Philox call of key j + 2q, whose word r belongs to row 4a + r, and the quad exchanges
+// words by xor shuffles (lane q ^ d sends its word q): 1 call per lane instead of 4.
+fn drop_quad(head: u32, i: u32, j: u32, q: u32) -> vec4<f32> {
+    let w = keep_words(head, i >> 2u, j + 2u * q);
+    var mine = vec4<u32>(0u);
+    mine[q] = w[q];
+    mine[q ^ 1u] = subgroupShuffleXor(w[q ^ 1u], 1u);
+    mine[q ^ 2u] = subgroupShuffleXor(w[q ^ 2u], 2u);
+    mine[q ^ 3u] = subgroupShuffleXor(w[q ^ 3u], 3u);
+    return factors(mine);
 }
 
 // O of one row at columns c + half, +2, +4, +6, skipping those past D.

@@ -38,7 +38,7 @@ use naga::ShaderStage;
 /// The problems plans are built for: every head dimension class, tiny and large N, causal or not,
 /// every storage dtype, and each with and without a mask bias (key padding normalized into an
 /// additive bias, as `--key-padding` does), so every dtype and mask prelude is composed; the small
-/// ones also in training mode (`--backward`).
+/// ones also in training mode (`--backward`) and with dropout.
 fn problems() -> Vec<Problem> {
     let mut v = Vec::new();
     for d in [16, 64, 128, 256] {
@@ -60,12 +60,20 @@ fn problems() -> Vec<Problem> {
                     assert!(p.mask.bias.is_some());
                     // Training plans (--backward) too: their backward kernels and the forward
                     // that keeps L.
+                    // And with dropout (the Philox prelude, the dropout dispatch), in both.
                     if n <= 100 {
                         for q in [v.last().cloned().unwrap(), p.clone()] {
                             v.push(Problem {
                                 backward: true,
-                                ..q
+                                ..q.clone()
                             });
+                            for backward in [false, true] {
+                                v.push(Problem {
+                                    backward,
+                                    dropout: 0.1,
+                                    ..q.clone()
+                                });
+                            }
                         }
                     }
                     v.push(p);
