@@ -1583,7 +1583,12 @@ def print_table(report):
                 f"{fmt_us((b.get('step_gpu_us') or {}).get('median')):>9} µs  kernels "
                 f"{b.get('kernels_per_backward')}  peak {'-' if peak is None else f'{peak / 2**20:.0f} MiB'}  "
                 f"{b['verdict']} "
-                + " ".join(f"{c['tensor']} x{(c['err_ratio_to_lp_ref'] or 0):.2f}" for c in b["grads"])
+                + " ".join(
+                    f"{c['tensor']} x{(c.get('err_ratio_to_lp_ref') or 0):.2f}"
+                    if c["verdict"] != "n/a"
+                    else f"{c['tensor']} n/a"
+                    for c in b["grads"]
+                )
             )
     sys.stdout.flush()
 
