@@ -141,7 +141,7 @@ pub fn random_case(rng: &mut rand_pcg::Pcg32, backward: bool) -> Case {
     normalize(&mut p, &mut x, user.as_ref(), conv, padding.as_deref()).unwrap();
     // A third of the cases drop (drawn last, so the draws above are those of the suite before
     // dropout existed, case by case).
-    if rng.next_u32() % 3 == 0 {
+    if rng.next_u32().is_multiple_of(3) {
         p.dropout = pick(rng, &[0.1, 0.3, 0.6]);
     }
     let desc = format!(

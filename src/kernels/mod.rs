@@ -11,6 +11,7 @@
 //! | `mask.rs`       | mask.wgsl (`copy`, `in_place`, `causal_rows`)      | unfused*                 |
 //! | `softmax.rs`    | softmax.wgsl / softmax4.wgsl + softmax_combine.wgsl | unfused*               |
 //! | `convert.rs`    | convert.wgsl (`to_f32`, `scale_f32`)              | math                     |
+//! | `dropout.rs`    | dropout.wgsl (`copy`, `in_place`) + philox.wgsl    | unfused*, math (`--dropout`) |
 //! | `narrow.rs`     | narrow.wgsl                                       | math                     |
 //! | `math_mask.rs`  | math_mask.wgsl                                    | math                     |
 //! | `math_rows.rs`  | math_rows.wgsl                                    | math                     |
