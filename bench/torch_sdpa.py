@@ -1530,6 +1530,7 @@ def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_c
             "scale": float(scale),
             "dtype": dtype_name,
             "mask": mask_info,
+            "dropout": args.dropout,
         },
         "timing": {"warmup": args.warmup, "reps": args.reps},
         "config": config,

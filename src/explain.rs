@@ -588,10 +588,10 @@ pub fn dropout_pitfall(p: &Problem, with: &VariantRun, without: &VariantRun) -> 
             "   Time: {x:.1} µs with dropout, {y:.1} µs without ({:+.1} %): the Philox4x32-10 \
              keep mask is computed on the fly{}.",
             (x / y - 1.0) * 100.0,
-            if with.variant.starts_with("tiled") {
-                " inside the fused kernel"
-            } else {
+            if with.dispatches.iter().any(|d| d.name == "dropout") {
                 ", in a dispatch of its own over the N x N probabilities"
+            } else {
+                " inside the fused kernel"
             }
         );
     }

@@ -170,6 +170,14 @@ fn cli_dropout_keep_npy_warning_and_bad_values() {
     assert_eq!(j["dropout"]["threshold"], 1u64 << 30);
     assert_eq!(j["problem"]["mode"], "eval");
     assert!(j["warnings"][0].as_str().unwrap().contains("eval mode"));
+    // compare keeps runs with dropout apart from those without.
+    let o = bin().arg("compare").arg(&json).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("causal dropout 0.25"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     let bytes = std::fs::read(inputs.join("keep.npy")).unwrap();
     let keep = npyz::NpyFile::new(&bytes[..]).unwrap();
     assert_eq!(keep.shape(), &[1, 2, 12, 12]);
@@ -179,6 +187,13 @@ fn cli_dropout_keep_npy_warning_and_bad_values() {
         Dropout::new(0.25, 77).unwrap().keep_mask(2, 12, 12),
         "keep.npy is the documented mask"
     );
+    // Every variant with --dropout 0.1 in training passes O, dQ, dK, dV (or is refused with its
+    // reason: unfused-inplace-exp's hazard, a missing feature).
+    let o = run(&["--variant", "all", "--dropout", "0.1", "--backward"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(!text.contains("FAIL"), "{text}");
+    assert!(text.matches("PASS (O, dQ, dK, dV)").count() >= 5, "{text}");
     // Train mode: no warning.
     let o = run(&["--variant", "tiled", "--dropout", "0.25", "--mode", "train"]);
     assert!(o.status.success(), "{}", stderr(&o));

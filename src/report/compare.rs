@@ -110,8 +110,9 @@ pub fn parse_value(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
     }
     let num = |k: &str| p[k].as_u64().map_or("?".into(), |x| x.to_string());
     let causal = p["causal"].as_bool().or(v["causal"].as_bool());
+    let dropout = dropout_suffix(p, v);
     let shape = format!(
-        "B{} H{} N{} D{}{}",
+        "B{} H{} N{} D{}{}{dropout}",
         num("batch"),
         num("heads"),
         num("seq"),
@@ -203,6 +204,16 @@ pub fn parse_value(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
     Ok(out)
 }
 
+/// Runs with dropout are a shape of their own (` dropout 0.1`): their time is not the forward's
+/// without it. Empty without dropout (files from before `--dropout` have no field).
+fn dropout_suffix(problem: &Value, file: &Value) -> String {
+    problem["dropout"]
+        .as_f64()
+        .or_else(|| file["config"]["dropout_p"].as_f64())
+        .filter(|d| *d > 0.0)
+        .map_or(String::new(), |d| format!(" dropout {d}"))
+}
+
 /// A `sweep.json`: one entry per (variant, N) point.
 fn parse_sweep(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
     let schema = |why: &str| CompareError::Schema {
@@ -219,6 +230,7 @@ fn parse_sweep(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
         Some(false) => " non-causal",
         None => "",
     };
+    let dropout = dropout_suffix(p, v);
     let mut out = Vec::new();
     for (i, pt) in points.iter().enumerate() {
         let variant = pt["variant"]
@@ -229,7 +241,7 @@ fn parse_sweep(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
             tool: "attn-wgpu sweep".into(),
             variant: variant.into(),
             shape: format!(
-                "B{} H{} N{} D{}{causal}",
+                "B{} H{} N{} D{}{causal}{dropout}",
                 num("batch"),
                 num("heads"),
                 pt["seq"].as_u64().map_or("?".into(), |x| x.to_string()),
