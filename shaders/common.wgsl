@@ -19,10 +19,15 @@ struct Params {
     drop_scale: f32,   // ... kept P multiplied by 1 / (1 - p)
     drop_key0: u32,    // ... the Philox key: the run's seed, low word
     drop_key1: u32,    // ... and high word
-    pad0: u32,
+    kv_group: u32,     // H / Hkv: global query head g reads K/V head g / kv_group (GQA)
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
+
+// The K/V head of global query head g (grouped-query attention; g itself without it).
+fn kv_head(g: u32) -> u32 {
+    return g / params.kv_group;
+}
 
 fn neg_inf() -> f32 {
     return bitcast<f32>(params.neg_inf_bits);

@@ -8,6 +8,9 @@
 // the chunk's heads; V and O are read / written at global head head_offset + z in the storage dtype
 // (prelude shaders/dtype_*.wgsl). With PACK = 2 (bf16) each store writes a whole u32 pair of
 // neighbouring columns (the host refuses odd D then).
+// Grouped-query attention: V (K in dQ = dS·K) is read at the query head's K/V head. With TRANS
+// (dV = Pᵀ·dO, dK = dSᵀ·Q of a K/V head) z is a K/V head of the chunk and the products of its
+// kv_group query heads are summed: P and X of those heads stacked along the inner dimension.
 
 @group(0) @binding(1) var<storage, read> p: array<f32>;
 @group(0) @binding(2) var<storage, read> v: array<st>;
@@ -32,6 +35,8 @@ fn main(
     let n = params.seq;
     let d = params.head_dim;
     let head = wg.z;
+    // Query heads summed into this output: the K/V head's group with TRANS, else one.
+    let gr = select(1u, params.kv_group, TRANS);
     let i0 = wg.y * TM;
     let c0 = wg.x * TN;
 
@@ -39,6 +44,11 @@ fn main(
     var o0 = vec4<f32>(0.0); var o1 = vec4<f32>(0.0); var o2 = vec4<f32>(0.0); var o3 = vec4<f32>(0.0);
     var o4 = vec4<f32>(0.0); var o5 = vec4<f32>(0.0); var o6 = vec4<f32>(0.0); var o7 = vec4<f32>(0.0);
 
+    for (var r = 0u; r < gr; r++) {
+    // The local query head of P, and the global head of the second operand (X = dO or Q with
+    // TRANS, else V or K at the K/V head).
+    let ph = select(head, head * gr + r, TRANS);
+    let xh = select(kv_head(params.head_offset + head), params.head_offset + ph, TRANS);
     for (var j0 = 0u; j0 < n; j0 += KC) {
         // P[i0.., j0..j0+KC]: 2048 values, 8 per thread, 64-byte runs along j.
         // TRANS: Pᵀ, i.e. P[j0 + kk, i0 + row], read along rows of P (consecutive threads,
@@ -49,9 +59,9 @@ fn main(
             var pv = 0.0;
             if (i0 + row < n && j0 + kk < n) {
                 if (TRANS) {
-                    pv = p[(head * n + j0 + kk) * n + i0 + row];
+                    pv = p[(ph * n + j0 + kk) * n + i0 + row];
                 } else {
-                    pv = p[(head * n + i0 + row) * n + j0 + kk];
+                    pv = p[(ph * n + i0 + row) * n + j0 + kk];
                 }
             }
             ps[kk][row / 4u][row % 4u] = pv;
@@ -62,7 +72,7 @@ fn main(
             let col = e % TN;
             var vv = 0.0;
             if (j0 + kk < n && c0 + col < d) {
-                let e = ((params.head_offset + head) * n + j0 + kk) * d + c0 + col;
+                let e = (xh * n + j0 + kk) * d + c0 + col;
                 vv = load(v[e / PACK], e);
             }
             vs[kk][col / 4u][col % 4u] = vv;
@@ -77,28 +87,32 @@ fn main(
         }
         workgroupBarrier();
     }
+    }
 
+    // The global head of the output: the query head, or with TRANS the K/V head (a chunk starts
+    // at a whole group).
+    let oh = select(params.head_offset + head, params.head_offset / gr + head, TRANS);
     let r0 = i0 + lid.y * 8u;
     let col = c0 + lid.x * 4u;
-    store_row(head, r0, col, o0);
-    store_row(head, r0 + 1u, col, o1);
-    store_row(head, r0 + 2u, col, o2);
-    store_row(head, r0 + 3u, col, o3);
-    store_row(head, r0 + 4u, col, o4);
-    store_row(head, r0 + 5u, col, o5);
-    store_row(head, r0 + 6u, col, o6);
-    store_row(head, r0 + 7u, col, o7);
+    store_row(oh, r0, col, o0);
+    store_row(oh, r0 + 1u, col, o1);
+    store_row(oh, r0 + 2u, col, o2);
+    store_row(oh, r0 + 3u, col, o3);
+    store_row(oh, r0 + 4u, col, o4);
+    store_row(oh, r0 + 5u, col, o5);
+    store_row(oh, r0 + 6u, col, o6);
+    store_row(oh, r0 + 7u, col, o7);
 }
 
-// Writes 4 consecutive outputs of row i from column c (c a multiple of 4), skipping what lies
-// outside N x D; PACK outputs per store.
+// Writes 4 consecutive outputs of row i of global head `head` from column c (c a multiple of 4),
+// skipping what lies outside N x D; PACK outputs per store.
 fn store_row(head: u32, i: u32, c: u32, val: vec4<f32>) {
     let n = params.seq;
     let d = params.head_dim;
     if (i >= n) {
         return;
     }
-    let row = ((params.head_offset + head) * n + i) * d;
+    let row = (head * n + i) * d;
     for (var k = 0u; k < 4u; k += PACK) {
         if (c + k < d) { o[(row + c + k) / PACK] = pack(val[k], val[min(k + 1u, 3u)]); }
     }

@@ -33,6 +33,8 @@ fn main(
     let i0 = wg.y * TILE;
     let j0 = wg.x * TILE;
     let base = (params.head_offset + head) * n * d;
+    // K (the second operand: K, V or Ks) at the head's K/V head (grouped-query attention).
+    let kbase = kv_head(params.head_offset + head) * n * d;
 
     // 8 x 8 outputs per thread as 16 named vec4 registers: c<r><h> holds row ty*8 + r, columns
     // tx*8 + 4h .. +3. Named variables rather than an indexed array, so that no driver is tempted to
@@ -53,7 +55,7 @@ fn main(
             var kv = 0.0;
             if (dd < d) {
                 if (i0 + row < n) { let e = base + (i0 + row) * d + dd; qv = load(q[e / PACK], e); }
-                if (j0 + row < n) { let e = base + (j0 + row) * d + dd; kv = load(k[e / PACK], e); }
+                if (j0 + row < n) { let e = kbase + (j0 + row) * d + dd; kv = load(k[e / PACK], e); }
             }
             qs[kk][row / 4u][row % 4u] = qv;
             ks[kk][row / 4u][row % 4u] = kv;

@@ -45,6 +45,7 @@ fn main(
     let i0 = wg.x * BR;
     let i = i0 + t;
     let base = head * n * d;
+    let kvbase = kv_head(head) * n * d;  // K and V: the head's K/V head (GQA)
     let causal = params.causal != 0u;
     let ninf = neg_inf();
     let qscale = params.scale * LOG2E; // scores in base 2: exp2 is the GPU's native exponential
@@ -79,7 +80,7 @@ fn main(
             var kx = 0.0;
             var vx = 0.0;
             if (j0 + r < n && c < d) {
-                let ei = base + (j0 + r) * d + c;
+                let ei = kvbase + (j0 + r) * d + c;
                 kx = load(k[ei / PACK], ei);
                 vx = load(v[ei / PACK], ei);
             }

@@ -134,9 +134,10 @@ struct Share {
     b0: vec4<f32>, b1: vec4<f32>, b2: vec4<f32>, b3: vec4<f32>,
 }
 
-// Q and dO (rows = true) or K and V (rows = false) of rows r0 .. r0+31, this thread's slots.
+// Q and dO (rows = true) or K and V (rows = false) of rows r0 .. r0+31 of query head `head`
+// (K and V: its K/V head), this thread's slots.
 fn fetch(rows: bool, head: u32, r0: u32, t: u32, n: u32, d: u32) -> Share {
-    let base = head * n * d;
+    let base = select(kv_head(head), head, rows) * n * d;
     var x: Share;
     x.a0 = fetch1(rows, false, base, r0, t, n, d);
     x.b0 = fetch1(rows, true, base, r0, t, n, d);

@@ -32,18 +32,23 @@ var<workgroup> dl_s: array<f32, 32>;
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let n = params.seq;
     let d = head_dim();
-    let head = params.head_offset + wg.y;
+    // wg.y is a K/V head; its kv_group query heads (one without GQA) are walked in turn, their
+    // dK and dV contributions summed in the same registers.
+    let kvh = params.head_offset / params.kv_group + wg.y;
+    let g0 = kvh * params.kv_group;
     let j0 = wg.x * BT;
     let tr = t / 16u;
     let tc = t % 16u;
     // Phase B's column vec4 (threads past D / 4 compute a copy of the last one and store nothing).
     let tcc = min(tc, D4 - 1u);
-    put_share(false, t, fetch(false, head, j0, t, n, d));
+    put_share(false, t, fetch(false, g0, j0, t, n, d));
 
     var dk0 = vec4<f32>(0.0); var dk1 = vec4<f32>(0.0); var dk2 = vec4<f32>(0.0); var dk3 = vec4<f32>(0.0);
     var dv0 = vec4<f32>(0.0); var dv1 = vec4<f32>(0.0); var dv2 = vec4<f32>(0.0); var dv3 = vec4<f32>(0.0);
     // Causal: rows before j0 see none of these keys.
     let first = select(0u, j0, params.causal != 0u);
+    for (var r = 0u; r < params.kv_group; r++) {
+    let head = g0 + r;
     var next = fetch(true, head, first, t, n, d);
     for (var i0 = first; i0 < n; i0 += BT) {
         // The previous block's Q, dO, P and dS are consumed before the next go in.
@@ -70,12 +75,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
             dk0 += s4.x * qr; dk1 += s4.y * qr; dk2 += s4.z * qr; dk3 += s4.w * qr;
         }
     }
+    }
     let c4 = tc;
     if (4u * c4 < d) {
-        store_kv(head, j0 + 4u * tr, c4, n, d, dk0, dv0);
-        store_kv(head, j0 + 4u * tr + 1u, c4, n, d, dk1, dv1);
-        store_kv(head, j0 + 4u * tr + 2u, c4, n, d, dk2, dv2);
-        store_kv(head, j0 + 4u * tr + 3u, c4, n, d, dk3, dv3);
+        store_kv(kvh, j0 + 4u * tr, c4, n, d, dk0, dv0);
+        store_kv(kvh, j0 + 4u * tr + 1u, c4, n, d, dk1, dv1);
+        store_kv(kvh, j0 + 4u * tr + 2u, c4, n, d, dk2, dv2);
+        store_kv(kvh, j0 + 4u * tr + 3u, c4, n, d, dk3, dv3);
     }
 }
 

@@ -111,7 +111,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     if (causal) {
         kv_end = min(n, i0 + BR);
     }
-    let kvb = head * n * d8;  // first element of this head in k and v
+    let kvb = kv_head(head) * n * d8;  // first element of this head's K/V head in k and v
     var pk0 = vec4<u32>(0u); var pk1 = vec4<u32>(0u); var pk2 = vec4<u32>(0u); var pk3 = vec4<u32>(0u);
     var pv0 = vec4<u32>(0u); var pv1 = vec4<u32>(0u); var pv2 = vec4<u32>(0u); var pv3 = vec4<u32>(0u);
     if (PREFETCH != 0u) {

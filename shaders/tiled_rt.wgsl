@@ -53,6 +53,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let head = params.head_offset + wg.y;
     let i0 = wg.x * BR;
     let base = head * n * d;
+    let kvbase = kv_head(head) * n * d;  // K and V: the head's K/V head (GQA)
     let causal = params.causal != 0u;
     let ninf = neg_inf();
     let ty = t / 4u;
@@ -90,10 +91,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     var kf0 = vec4<f32>(0.0); var kf1 = vec4<f32>(0.0); var kf2 = vec4<f32>(0.0); var kf3 = vec4<f32>(0.0);
     var vf0 = vec4<f32>(0.0); var vf1 = vec4<f32>(0.0); var vf2 = vec4<f32>(0.0); var vf3 = vec4<f32>(0.0);
     if (PREFETCH && 0u < kv_end) {
-        kf0 = kv4(false, base, 0u, t, n, d); kf1 = kv4(false, base, 4u, t, n, d);
-        kf2 = kv4(false, base, 8u, t, n, d); kf3 = kv4(false, base, 12u, t, n, d);
-        vf0 = kv4(true, base, 0u, t, n, d); vf1 = kv4(true, base, 4u, t, n, d);
-        vf2 = kv4(true, base, 8u, t, n, d); vf3 = kv4(true, base, 12u, t, n, d);
+        kf0 = kv4(false, kvbase, 0u, t, n, d); kf1 = kv4(false, kvbase, 4u, t, n, d);
+        kf2 = kv4(false, kvbase, 8u, t, n, d); kf3 = kv4(false, kvbase, 12u, t, n, d);
+        vf0 = kv4(true, kvbase, 0u, t, n, d); vf1 = kv4(true, kvbase, 4u, t, n, d);
+        vf2 = kv4(true, kvbase, 8u, t, n, d); vf3 = kv4(true, kvbase, 12u, t, n, d);
     }
     for (var j0 = 0u; j0 < kv_end; j0 += BC) {
         // The previous block's K, V and P must be consumed before they are overwritten.
@@ -110,7 +111,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
                 var kx = 0.0;
                 var vx = 0.0;
                 if (j0 + r < n && c < d) {
-                    let ei = base + (j0 + r) * d + c;
+                    let ei = kvbase + (j0 + r) * d + c;
                     kx = load(k[ei / PACK], ei);
                     vx = load(v[ei / PACK], ei);
                 }
@@ -122,10 +123,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         // Issue the next block's loads now; they complete while this block is computed.
         let jn = j0 + BC;
         if (PREFETCH && jn < kv_end) {
-            kf0 = kv4(false, base, jn, t, n, d); kf1 = kv4(false, base, jn + 4u, t, n, d);
-            kf2 = kv4(false, base, jn + 8u, t, n, d); kf3 = kv4(false, base, jn + 12u, t, n, d);
-            vf0 = kv4(true, base, jn, t, n, d); vf1 = kv4(true, base, jn + 4u, t, n, d);
-            vf2 = kv4(true, base, jn + 8u, t, n, d); vf3 = kv4(true, base, jn + 12u, t, n, d);
+            kf0 = kv4(false, kvbase, jn, t, n, d); kf1 = kv4(false, kvbase, jn + 4u, t, n, d);
+            kf2 = kv4(false, kvbase, jn + 8u, t, n, d); kf3 = kv4(false, kvbase, jn + 12u, t, n, d);
+            vf0 = kv4(true, kvbase, jn, t, n, d); vf1 = kv4(true, kvbase, jn + 4u, t, n, d);
+            vf2 = kv4(true, kvbase, jn + 8u, t, n, d); vf3 = kv4(true, kvbase, jn + 12u, t, n, d);
         }
 
         // S tile: s<r>[c] = score of row ty + 16r with key tx + 4c.

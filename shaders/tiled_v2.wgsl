@@ -102,18 +102,18 @@ fn main(
     var kr: array<vec4<u32>, KV_MAX>;
     var vr: array<vec4<u32>, KV_MAX>;
     if (PREFETCH != 0u) {
-        fetch_kv(head, n, 0u, t, wpr, &kr, &vr);
+        fetch_kv(kv_head(head), n, 0u, t, wpr, &kr, &vr);
     }
     for (var j0 = 0u; j0 < kv_end; j0 += BC) {
         // The previous block's K and V must be consumed before they are overwritten.
         workgroupBarrier();
         if (PREFETCH == 0u) {
-            fetch_kv(head, n, j0, t, wpr, &kr, &vr);
+            fetch_kv(kv_head(head), n, j0, t, wpr, &kr, &vr);
         }
         stage_kv(kc, t, wpr, &kr, &vr);
         workgroupBarrier();
         if (PREFETCH != 0u && j0 + BC < kv_end) {
-            fetch_kv(head, n, j0 + BC, t, wpr, &kr, &vr);
+            fetch_kv(kv_head(head), n, j0 + BC, t, wpr, &kr, &vr);
         }
 
         // S = Q·Kᵀ: s<r><h> = scores of row 4ty + r with keys 32h + 4tx .. +3.
@@ -236,7 +236,7 @@ fn main(
     }
 }
 
-// This thread's words of key block j0: word w = t + 128i of the block, i.e. key w % BC and word
+// This thread's words of key block j0 of K/V head `head`: word w = t + 128i of the block, i.e. key w % BC and word
 // w / BC of its row for K (consecutive threads, consecutive keys: the transposed stores of
 // stage_kv hit consecutive banks) and key w / wpr, word w % wpr for V (consecutive words). Keys
 // past N read as zero words (0.0 in every dtype).

@@ -81,7 +81,8 @@ pub struct Params {
     pub drop_scale: f32,
     /// The Philox key: the run's seed, low word first.
     pub drop_key: [u32; 2],
-    pub _pad: u32,
+    /// H / Hkv: global query head g reads K/V head g / kv_group (grouped-query attention).
+    pub kv_group: u32,
 }
 
 impl Params {
@@ -101,7 +102,7 @@ impl Params {
             drop_threshold: 0,
             drop_scale: 1.0,
             drop_key: [0, 0],
-            _pad: 0,
+            kv_group: 1,
         }
     }
 
@@ -109,6 +110,7 @@ impl Params {
     pub fn of(p: &crate::problem::Problem) -> Self {
         let mut x = Params::new(p.bh() as u32, p.seq, p.head_dim, p.causal, p.scale);
         x.heads_per_batch = p.heads;
+        x.kv_group = p.group();
         if let Some(l) = p.mask.bias {
             x.mask_hstride = if l.heads == 1 { 0 } else { 1 };
             x.mask_bstride = if l.batch == 1 { 0 } else { l.heads };

@@ -202,7 +202,11 @@ pub struct MaskDesc {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Problem {
     pub batch: u32,
+    /// Query heads H (Hq).
     pub heads: u32,
+    /// K/V heads Hkv (`--kv-heads`, default H): H a multiple of Hkv; query head h reads K/V head
+    /// h / (H / Hkv), as SDPA's `enable_gqa=True` (grouped-query attention; Hkv = 1 is MQA).
+    pub kv_heads: u32,
     pub seq: u32,
     pub head_dim: u32,
     /// Top-left aligned causal mask (key j takes part in query row i iff j <= i), as SDPA's `is_causal`.
@@ -273,6 +277,7 @@ impl Problem {
         Problem {
             batch,
             heads,
+            kv_heads: heads,
             seq,
             head_dim,
             causal,
@@ -315,6 +320,13 @@ impl Problem {
         }
         if self.heads == 0 {
             return bad("--heads must be at least 1 (got 0)".into());
+        }
+        if self.kv_heads == 0 || !self.heads.is_multiple_of(self.kv_heads) {
+            return bad(format!(
+                "--kv-heads {} must divide --heads {} (grouped-query attention: each K/V head \
+                 serves H / Hkv query heads; Hkv = 1 is multi-query attention)",
+                self.kv_heads, self.heads
+            ));
         }
         if self.seq == 0 {
             return bad("--seq must be at least 1 (got 0)".into());
@@ -359,11 +371,34 @@ impl Problem {
         ]
     }
 
+    /// `[B, Hkv, N, D]`: the shape of K, V, dK and dV.
+    pub fn kv_shape(&self) -> [u64; 4] {
+        [
+            self.batch as u64,
+            self.kv_heads as u64,
+            self.seq as u64,
+            self.head_dim as u64,
+        ]
+    }
+
+    /// H / Hkv: the query heads that share one K/V head.
+    pub fn group(&self) -> u32 {
+        self.heads / self.kv_heads.max(1)
+    }
+
+    /// Elements in one of K, V (and dK, dV): B*Hkv*N*D.
+    pub fn kv_elems(&self) -> u64 {
+        self.batch as u64 * self.kv_heads as u64 * self.seq as u64 * self.head_dim as u64
+    }
+    pub fn kv_bytes(&self) -> u64 {
+        self.kv_elems() * self.dtype.bytes()
+    }
+
     /// B*H: the number of independent attention heads.
     pub fn bh(&self) -> u64 {
         self.batch as u64 * self.heads as u64
     }
-    /// Elements in one of Q, K, V or O.
+    /// Elements in one of Q, O (and dO, dQ); also K and V without GQA (see [`Problem::kv_elems`]).
     pub fn qkv_elems(&self) -> u64 {
         self.bh() * self.seq as u64 * self.head_dim as u64
     }
@@ -419,6 +454,13 @@ impl Problem {
         if self.causal && self.mask.bias.is_some() {
             s += " (causal AND mask: intersection)";
         }
+        if self.kv_heads != self.heads {
+            s += &format!(
+                " Hkv={} ({})",
+                self.kv_heads,
+                if self.kv_heads == 1 { "MQA" } else { "GQA" }
+            );
+        }
         if self.dropout > 0.0 {
             s += &format!(" dropout={} ({})", self.dropout, self.mode.name());
         }
@@ -450,12 +492,13 @@ impl Inputs {
     /// The documented deterministic generator (module docs).
     pub fn generate(p: &Problem) -> Inputs {
         let n = p.qkv_elems() as usize;
+        let nkv = p.kv_elems() as usize;
         let mut rng = rand_pcg::Pcg32::seed_from_u64(p.seed);
         let mut draw =
             |len: usize| -> Vec<f32> { (0..len).map(|_| unit_from_u32(rng.next_u32())).collect() };
         let q = draw(n);
-        let k = draw(n);
-        let v = draw(n);
+        let k = draw(nkv);
+        let v = draw(nkv);
         // dO comes after V, so Q, K and V are the same bits with and without --backward.
         let d_o = p.backward.then(|| draw(n));
         Inputs {
@@ -475,7 +518,7 @@ impl Inputs {
     pub fn generate_d_o(p: &Problem) -> Vec<f32> {
         let n = p.qkv_elems() as usize;
         let mut rng = rand_pcg::Pcg32::seed_from_u64(p.seed);
-        for _ in 0..3 * n {
+        for _ in 0..n + 2 * p.kv_elems() as usize {
             rng.next_u32();
         }
         (0..n)

@@ -28,12 +28,13 @@ pub fn reference_row_with(p: &Problem, x: &Inputs, row: RowId, sem: Semantics) -
     let n = p.seq as usize;
     let d = p.head_dim as usize;
     let base = row.bh as usize * n * d;
+    let kbase = (row.bh / p.group() as u64) as usize * n * d;
     let q = &x.q[base + row.i as usize * d..base + (row.i as usize + 1) * d];
     let keys = if p.causal { row.i as usize + 1 } else { n };
     let scale = p.scale as f64;
     let mut s = Vec::with_capacity(keys);
     for j in 0..keys {
-        let k = &x.k[base + j * d..base + (j + 1) * d];
+        let k = &x.k[kbase + j * d..kbase + (j + 1) * d];
         let dot: f64 = q.iter().zip(k).map(|(a, b)| *a as f64 * *b as f64).sum();
         s.push(dot * scale + bias_at(p, x, row.bh, row.i, j as u64) as f64);
     }
@@ -55,7 +56,7 @@ pub fn reference_row_with(p: &Problem, x: &Inputs, row: RowId, sem: Semantics) -
     let mut out = vec![0.0f64; d];
     for (j, pj) in s.iter().enumerate() {
         let f = drop.map_or(1.0, |z| z.factor(row.bh, row.i, j as u64));
-        let vrow = &x.v[base + j * d..base + (j + 1) * d];
+        let vrow = &x.v[kbase + j * d..kbase + (j + 1) * d];
         for (o, vv) in out.iter_mut().zip(vrow) {
             *o += pj * f * *vv as f64;
         }
@@ -76,11 +77,12 @@ pub fn low_precision_row(p: &Problem, x: &Inputs, row: RowId, sem: Semantics) ->
     let n = p.seq as usize;
     let d = p.head_dim as usize;
     let base = row.bh as usize * n * d;
+    let kbase = (row.bh / p.group() as u64) as usize * n * d;
     let q = &x.q[base + row.i as usize * d..base + (row.i as usize + 1) * d];
     let keys = if p.causal { row.i as usize + 1 } else { n };
     let mut s = Vec::with_capacity(keys);
     for j in 0..keys {
-        let k = &x.k[base + j * d..base + (j + 1) * d];
+        let k = &x.k[kbase + j * d..kbase + (j + 1) * d];
         let dot: f32 = q.iter().zip(k).map(|(a, b)| a * b).sum();
         s.push(dot * p.scale + bias_at(p, x, row.bh, row.i, j as u64));
     }
@@ -100,7 +102,7 @@ pub fn low_precision_row(p: &Problem, x: &Inputs, row: RowId, sem: Semantics) ->
         l += pj;
         let f = drop.map_or(1.0, |z| z.factor(row.bh, row.i, j as u64) as f32);
         let pj = p.dtype.round(pj * f);
-        let vrow = &x.v[base + j * d..base + (j + 1) * d];
+        let vrow = &x.v[kbase + j * d..kbase + (j + 1) * d];
         for (o, vv) in out.iter_mut().zip(vrow) {
             *o += pj * vv;
         }
@@ -109,7 +111,7 @@ pub fn low_precision_row(p: &Problem, x: &Inputs, row: RowId, sem: Semantics) ->
 }
 
 /// The gradients of one head, each `[N, D]` row-major (row i of dQ is query i; row j of dK and dV
-/// is key j).
+/// is key j; with GQA dK and dV are those of the head's K/V head).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeadGrads {
     pub dq: Vec<f64>,
@@ -117,40 +119,65 @@ pub struct HeadGrads {
     pub dv: Vec<f64>,
 }
 
-/// The backward of head `bh` for the upstream gradient [`Inputs::d_o`]: the oracle of
-/// `--backward` (with `lp = false`) and its low-precision twin (`lp = true`).
+/// The backward of head `bh` for the upstream gradient [`Inputs::d_o`]: its dQ, and dK, dV of its
+/// K/V head (summed over the query heads that share it, see [`backward_group`]).
+pub fn backward_head(p: &Problem, x: &Inputs, bh: u64, sem: Semantics, lp: bool) -> HeadGrads {
+    let group = p.group() as u64;
+    let mut g = backward_group(p, x, bh / group, sem, lp);
+    HeadGrads {
+        dq: g.dq.swap_remove((bh % group) as usize),
+        dk: g.dk,
+        dv: g.dv,
+    }
+}
+
+/// The gradients of one K/V head and the query heads that read it (one head each without GQA).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupGrads {
+    /// dQ of query heads `kvh * group ..`, in order, each `[N, D]`.
+    pub dq: Vec<Vec<f64>>,
+    /// dK and dV of K/V head `kvh`: sums over the group's query heads (what autograd's
+    /// expand / repeat_interleave backward does), rounded once.
+    pub dk: Vec<f64>,
+    pub dv: Vec<f64>,
+}
+
+/// The backward of K/V head `kvh` and its query heads for the upstream gradient
+/// [`Inputs::d_o`]: the oracle of `--backward` (with `lp = false`) and its low-precision twin
+/// (`lp = true`).
 ///
 /// Forward as [`reference_row_with`]: S = scale·Q·Kᵀ + bias on the allowed pairs, P = softmax
 /// (a fully-masked row is all 0 or all NaN per `sem`). Then, as autograd runs the textbook code:
 /// dV = Pᵀ·dO; dP = dO·Vᵀ; dS = P ∘ (dP − rowsum(dP ∘ P)); dS = 0 where the mask blocks
 /// (masked_fill's backward, so a fully-masked row of a NaN variant gives dS = 0 and dQ = 0 while
-/// its NaN P still reaches every dV row of the head); dS *= scale; dQ = dS·K; dK = dSᵀ·Q.
+/// its NaN P still reaches every dV row of the head); dS *= scale; dQ = dS·K; dK = dSᵀ·Q; dK and
+/// dV summed over the query heads of the group.
 ///
 /// With dropout (factors Z, 0 or 1 / (1 - p)), P·V uses P ∘ Z: dV = (P ∘ Z)ᵀ·dO, and the
 /// softmax's backward gets dP ∘ Z for dP.
 ///
 /// The twin computes the same in f32 arithmetic and rounds where FlashAttention-2's backward
 /// rounds to the storage dtype: P before dV = Pᵀ·dO, dS before dQ and dK, and the three outputs.
-pub fn backward_head(p: &Problem, x: &Inputs, bh: u64, sem: Semantics, lp: bool) -> HeadGrads {
+pub fn backward_group(p: &Problem, x: &Inputs, kvh: u64, sem: Semantics, lp: bool) -> GroupGrads {
     let n = p.seq as usize;
     let d = p.head_dim as usize;
-    let base = bh as usize * n * d;
+    let group = p.group() as u64;
+    let kbase = kvh as usize * n * d;
     let d_o = x
         .d_o
         .as_deref()
         .expect("a training problem's inputs hold dO");
-    let row = |t: &'_ [f32], i: usize| -> Vec<f64> {
-        t[base + i * d..base + (i + 1) * d]
-            .iter()
-            .map(|v| *v as f64)
+    let rows = |t: &'_ [f32], base: usize| -> Vec<Vec<f64>> {
+        (0..n)
+            .map(|i| {
+                t[base + i * d..base + (i + 1) * d]
+                    .iter()
+                    .map(|v| *v as f64)
+                    .collect()
+            })
             .collect()
     };
-    let (q, k, v, g): (Vec<_>, Vec<_>, Vec<_>, Vec<_>) = (
-        (0..n).map(|i| row(&x.q, i)).collect(),
-        (0..n).map(|i| row(&x.k, i)).collect(),
-        (0..n).map(|i| row(&x.v, i)).collect(),
-        (0..n).map(|i| row(d_o, i)).collect(),
-    );
+    let (k, v) = (rows(&x.k, kbase), rows(&x.v, kbase));
     // f32 arithmetic (twin) or f64; rounding to the storage dtype (twin) or none.
     let f = |a: f64| if lp { a as f32 as f64 } else { a };
     let r = |a: f64| {
@@ -162,81 +189,88 @@ pub fn backward_head(p: &Problem, x: &Inputs, bh: u64, sem: Semantics, lp: bool)
     };
     let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).fold(0.0, |acc, (x, y)| f(acc + x * y));
     let scale = p.scale as f64;
-    let mut pm = vec![0.0f64; n * n];
-    let mut allowed = vec![false; n * n];
-    for i in 0..n {
-        let mut mx = f64::NEG_INFINITY;
-        for j in 0..n {
-            let b = if p.causal && j > i {
-                f64::NEG_INFINITY
-            } else {
-                bias_at(p, x, bh, i as u64, j as u64) as f64
-            };
-            if b == f64::NEG_INFINITY {
-                continue;
-            }
-            allowed[i * n + j] = true;
-            let s = f(f(dot(&q[i], &k[j]) * scale) + b);
-            pm[i * n + j] = s;
-            mx = mx.max(s);
-        }
-        if mx == f64::NEG_INFINITY {
-            let fill = match sem {
-                Semantics::Zero => 0.0,
-                Semantics::Nan => f64::NAN,
-            };
-            pm[i * n..(i + 1) * n].fill(fill);
-            continue;
-        }
-        let mut sum = 0.0;
-        for j in 0..n {
-            if allowed[i * n + j] {
-                pm[i * n + j] = f((pm[i * n + j] - mx).exp());
-                sum = f(sum + pm[i * n + j]);
-            } else {
-                pm[i * n + j] = 0.0;
-            }
-        }
-        for j in 0..n {
-            pm[i * n + j] = f(pm[i * n + j] / sum);
-        }
-    }
     let drop = p.dropout();
-    let z = |i: usize, j: usize| {
-        drop.map_or(1.0, |z| {
-            let x = z.factor(bh, i as u64, j as u64);
-            if lp {
-                x as f32 as f64
-            } else {
-                x
-            }
-        })
-    };
-    let mut dq = vec![0.0f64; n * d];
     let mut dk = vec![0.0f64; n * d];
     let mut dv = vec![0.0f64; n * d];
-    for i in 0..n {
-        let dp: Vec<f64> = (0..n).map(|j| f(dot(&g[i], &v[j]) * z(i, j))).collect();
-        let di = (0..n).fold(0.0, |acc, j| f(acc + pm[i * n + j] * dp[j]));
-        for j in 0..n {
-            let pij = pm[i * n + j];
-            let prd = r(f(pij * z(i, j)));
-            let ds = if allowed[i * n + j] {
-                r(f(f(pij * f(dp[j] - di)) * scale))
-            } else {
-                0.0
-            };
-            for c in 0..d {
-                dv[j * d + c] = f(dv[j * d + c] + prd * g[i][c]);
-                dq[i * d + c] = f(dq[i * d + c] + ds * k[j][c]);
-                dk[j * d + c] = f(dk[j * d + c] + ds * q[i][c]);
+    let mut dqs = Vec::new();
+    for bh in kvh * group..(kvh + 1) * group {
+        let base = bh as usize * n * d;
+        let (q, g) = (rows(&x.q, base), rows(d_o, base));
+        let mut pm = vec![0.0f64; n * n];
+        let mut allowed = vec![false; n * n];
+        for i in 0..n {
+            let mut mx = f64::NEG_INFINITY;
+            for j in 0..n {
+                let b = if p.causal && j > i {
+                    f64::NEG_INFINITY
+                } else {
+                    bias_at(p, x, bh, i as u64, j as u64) as f64
+                };
+                if b == f64::NEG_INFINITY {
+                    continue;
+                }
+                allowed[i * n + j] = true;
+                let s = f(f(dot(&q[i], &k[j]) * scale) + b);
+                pm[i * n + j] = s;
+                mx = mx.max(s);
+            }
+            if mx == f64::NEG_INFINITY {
+                let fill = match sem {
+                    Semantics::Zero => 0.0,
+                    Semantics::Nan => f64::NAN,
+                };
+                pm[i * n..(i + 1) * n].fill(fill);
+                continue;
+            }
+            let mut sum = 0.0;
+            for j in 0..n {
+                if allowed[i * n + j] {
+                    pm[i * n + j] = f((pm[i * n + j] - mx).exp());
+                    sum = f(sum + pm[i * n + j]);
+                } else {
+                    pm[i * n + j] = 0.0;
+                }
+            }
+            for j in 0..n {
+                pm[i * n + j] = f(pm[i * n + j] / sum);
             }
         }
+        let z = |i: usize, j: usize| {
+            drop.map_or(1.0, |z| {
+                let x = z.factor(bh, i as u64, j as u64);
+                if lp {
+                    x as f32 as f64
+                } else {
+                    x
+                }
+            })
+        };
+        let mut dq = vec![0.0f64; n * d];
+        for i in 0..n {
+            let dp: Vec<f64> = (0..n).map(|j| f(dot(&g[i], &v[j]) * z(i, j))).collect();
+            let di = (0..n).fold(0.0, |acc, j| f(acc + pm[i * n + j] * dp[j]));
+            for j in 0..n {
+                let pij = pm[i * n + j];
+                let prd = r(f(pij * z(i, j)));
+                let ds = if allowed[i * n + j] {
+                    r(f(f(pij * f(dp[j] - di)) * scale))
+                } else {
+                    0.0
+                };
+                for c in 0..d {
+                    dv[j * d + c] = f(dv[j * d + c] + prd * g[i][c]);
+                    dq[i * d + c] = f(dq[i * d + c] + ds * k[j][c]);
+                    dk[j * d + c] = f(dk[j * d + c] + ds * q[i][c]);
+                }
+            }
+        }
+        dq.iter_mut().for_each(|a| *a = r(*a));
+        dqs.push(dq);
     }
-    for t in [&mut dq, &mut dk, &mut dv] {
+    for t in [&mut dk, &mut dv] {
         t.iter_mut().for_each(|a| *a = r(*a));
     }
-    HeadGrads { dq, dk, dv }
+    GroupGrads { dq: dqs, dk, dv }
 }
 
 #[cfg(test)]

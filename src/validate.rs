@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::mask::Semantics;
 use crate::problem::{DType, Inputs, Problem, ToleranceMode};
-use crate::reference::{backward_head, low_precision_row, reference_row_with, HeadGrads, RowId};
+use crate::reference::{backward_group, low_precision_row, reference_row_with, GroupGrads, RowId};
 
 /// Absolute and relative tolerance for one dtype.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -412,7 +412,7 @@ pub fn heads_to_check(p: &Problem) -> Vec<u64> {
 }
 
 /// The check of one gradient tensor (dQ, dK or dV) against the f64 backward oracle
-/// ([`crate::reference::backward_head`]), under the `pytorch` rule with [`GRAD_FUDGE`]: worst
+/// ([`crate::reference::backward_group`]), under the `pytorch` rule with [`GRAD_FUDGE`]: worst
 /// element, NaN/Inf counts, and the ratio of the error to the low-precision twin's.
 #[derive(Debug, Clone, Serialize)]
 pub struct GradValidation {
@@ -435,7 +435,8 @@ pub struct GradValidation {
     pub err_ratio_to_lp_ref: Option<f64>,
 }
 
-/// Checks `grads` (dQ, dK, dV, each the whole `[B, H, N, D]`) on `heads`.
+/// Checks `grads` (dQ `[B, H, N, D]`, dK and dV `[B, Hkv, N, D]`) on `heads` (query heads; each
+/// checked with the whole group that shares its K/V head).
 pub fn validate_grads(
     p: &Problem,
     x: &Inputs,
@@ -444,40 +445,59 @@ pub fn validate_grads(
     sem: Semantics,
 ) -> Vec<GradValidation> {
     let nd = p.seq as usize * p.head_dim as usize;
-    // The oracle and its twin of every checked head, one thread each (they are independent).
-    type Pair = (u64, HeadGrads, HeadGrads);
+    let group = p.group() as u64;
+    // The K/V heads of the checked heads: each is checked with its whole group of query heads
+    // (dK and dV sum over them).
+    let mut kv: Vec<u64> = heads.iter().map(|h| h / group).collect();
+    kv.dedup();
+    // The oracle and its twin of every checked group, one thread each (they are independent).
+    type Pair = (u64, GroupGrads, GroupGrads);
     let refs: Vec<Pair> = std::thread::scope(|scope| {
-        let jobs: Vec<_> = heads
+        let jobs: Vec<_> = kv
             .iter()
             .flat_map(|&h| {
-                [false, true].map(|lp| scope.spawn(move || backward_head(p, x, h, sem, lp)))
+                [false, true].map(|lp| scope.spawn(move || backward_group(p, x, h, sem, lp)))
             })
             .collect();
         let mut done = jobs
             .into_iter()
             .map(|j| j.join().expect("the backward oracle does not panic"));
-        heads
-            .iter()
+        kv.iter()
             .map(|&h| {
-                let r = done.next().expect("one oracle per head");
-                let lp = done.next().expect("one twin per head");
+                let r = done.next().expect("one oracle per group");
+                let lp = done.next().expect("one twin per group");
                 (h, r, lp)
             })
             .collect()
     });
     let names = ["dQ", "dK", "dV"];
-    let pick = |g: &HeadGrads, t: usize| -> Vec<f64> {
+    // (global head of the tensor, its [N, D] values) of tensor t of one group: the group's query
+    // heads for dQ, the K/V head for dK and dV.
+    let pick = |kvh: u64, g: &GroupGrads, t: usize| -> Vec<(u64, Vec<f64>)> {
         match t {
-            0 => g.dq.clone(),
-            1 => g.dk.clone(),
-            _ => g.dv.clone(),
+            0 => g
+                .dq
+                .iter()
+                .enumerate()
+                .map(|(r, dq)| (kvh * group + r as u64, dq.clone()))
+                .collect(),
+            1 => vec![(kvh, g.dk.clone())],
+            _ => vec![(kvh, g.dv.clone())],
         }
+    };
+    let flat = |kvh: u64, g: &GroupGrads, t: usize| -> Vec<f64> {
+        pick(kvh, g, t).into_iter().flat_map(|(_, v)| v).collect()
     };
     (0..3)
         .map(|t| {
             let lp_err = refs
                 .iter()
-                .flat_map(|(_, r, lp)| pick(r, t).into_iter().zip(pick(lp, t)).collect::<Vec<_>>())
+                .flat_map(|(h, r, lp)| {
+                    flat(*h, r, t)
+                        .into_iter()
+                        .zip(flat(*h, lp, t))
+                        .collect::<Vec<_>>()
+                })
                 .filter(|(a, b)| a.is_finite() && b.is_finite())
                 .map(|(a, b)| (a - b).abs())
                 .fold(0.0f64, f64::max);
@@ -496,30 +516,40 @@ pub fn validate_grads(
                 nan_count: 0,
                 inf_count: 0,
                 expected_nan_count: 0,
-                heads_checked: heads.len() as u64,
-                heads_total: p.bh(),
+                heads_checked: if t == 0 {
+                    kv.len() as u64 * group
+                } else {
+                    kv.len() as u64
+                },
+                heads_total: if t == 0 {
+                    p.bh()
+                } else {
+                    p.batch as u64 * p.kv_heads as u64
+                },
                 atol: tol.atol,
                 rtol: tol.rtol,
                 lp_ref_max_abs_err: lp_err,
                 err_ratio_to_lp_ref: None,
             };
-            let Some(gpu) = grads.get(t).filter(|g| g.len() as u64 == p.qkv_elems()) else {
+            let want = if t == 0 { p.qkv_elems() } else { p.kv_elems() };
+            let heads_of_t = if t == 0 { p.heads } else { p.kv_heads } as u64;
+            let Some(gpu) = grads.get(t).filter(|g| g.len() as u64 == want) else {
                 v.verdict = Verdict::Fail;
                 return v;
             };
             let mut worst = -1.0f64;
             let mut tally = Tally::default();
-            for (h, r, _) in &refs {
-                let base = *h as usize * nd;
-                for (e, rv) in pick(r, t).into_iter().enumerate() {
+            for (h, r) in refs.iter().flat_map(|(kvh, r, _)| pick(*kvh, r, t)) {
+                let base = h as usize * nd;
+                for (e, rv) in r.into_iter().enumerate() {
                     let g = gpu[base + e] as f64;
                     let ratio = tally.compare(g, rv).ratio(tol, rv);
                     if ratio > worst {
                         worst = ratio;
                         let dd = p.head_dim as u64;
                         v.worst = Some(Worst {
-                            b: h / p.heads as u64,
-                            h: h % p.heads as u64,
+                            b: h / heads_of_t,
+                            h: h % heads_of_t,
                             i: e as u64 / dd,
                             d: e as u64 % dd,
                             gpu: g,

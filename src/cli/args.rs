@@ -86,6 +86,11 @@ pub struct ShapeArgs {
     /// H (default 4 for run and tune, 2 for sweep and explain; `run`: taken from --q when given).
     #[arg(long, allow_negative_numbers = true)]
     pub heads: Option<u32>,
+    /// K/V heads Hkv (default H): grouped-query attention, H a multiple of Hkv; query head h
+    /// reads K/V head h / (H / Hkv) (SDPA's enable_gqa=True); 1 is multi-query attention (`run`:
+    /// taken from --k when given).
+    #[arg(long, allow_negative_numbers = true)]
+    pub kv_heads: Option<u32>,
     /// Head dimension D (default 64; `run`: taken from --q when given).
     #[arg(long, allow_negative_numbers = true)]
     pub head_dim: Option<u32>,
@@ -154,6 +159,7 @@ impl ShapeArgs {
         );
         p.dtype = self.dtype()?.unwrap_or(DType::F32);
         p.tolerance = self.tolerance()?;
+        p.kv_heads = self.kv_heads.unwrap_or(p.heads);
         self.training(&mut p)?;
         if let Some(s) = self.scale {
             p.scale = s;

@@ -140,13 +140,28 @@ fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, Option<DType>)> {
         let q = npy::read_qkv(qp)?;
         let k = npy::read_qkv(kp)?;
         let v = npy::read_qkv(vp)?;
+        // K and V: [B, Hkv, N, D] with Hkv dividing Q's H (grouped-query attention; Hkv = H
+        // without it), the same for both.
         for (path, t) in [(kp, &k), (vp, &v)] {
-            if t.shape != q.shape {
+            let kv_ok = t.shape.len() == 4
+                && q.shape.len() == 4
+                && t.shape[0] == q.shape[0]
+                && t.shape[2] == q.shape[2]
+                && t.shape[3] == q.shape[3]
+                && t.shape[1] > 0
+                && q.shape[1] % t.shape[1] == 0
+                && t.shape == k.shape;
+            if !kv_ok {
                 return Err(bad(format!(
-                    "{}: expected shape {:?} (the shape of {}), got {:?}",
+                    "{}: expected shape [B, Hkv, N, D] = [{}, Hkv, {}, {}] with Hkv dividing H = {} \
+                     and K, V alike (the shape of {} is {:?}), got {:?}",
                     path.display(),
-                    q.shape,
+                    q.shape.first().copied().unwrap_or(0),
+                    q.shape.get(2).copied().unwrap_or(0),
+                    q.shape.get(3).copied().unwrap_or(0),
+                    q.shape.get(1).copied().unwrap_or(0),
                     qp.display(),
+                    q.shape,
                     t.shape
                 )));
             }
@@ -194,6 +209,16 @@ fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, Option<DType>)> {
             a.shape.causal(),
             a.shape.seed,
         );
+        p.kv_heads = k.shape[1] as u32;
+        if let Some(h) = a.shape.kv_heads {
+            if h != p.kv_heads {
+                return Err(bad(format!(
+                    "--kv-heads {h} conflicts with {} of shape {:?}",
+                    kp.display(),
+                    k.shape
+                )));
+            }
+        }
         p.dtype = dtype_arg.unwrap_or(q.dtype);
         p.tolerance = a.shape.tolerance()?;
         a.shape.training(&mut p)?;
@@ -236,8 +261,9 @@ fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, Option<DType>)> {
 
 fn save_inputs(dir: &Path, p: &Problem, x: &Inputs) -> anyhow::Result<()> {
     let shape = p.qkv_shape();
-    for (name, data) in [("q.npy", &x.q), ("k.npy", &x.k), ("v.npy", &x.v)] {
-        npy::write(&dir.join(name), &shape, p.dtype, data)?;
+    let kv = p.kv_shape();
+    for (name, data, s) in [("q.npy", &x.q, shape), ("k.npy", &x.k, kv), ("v.npy", &x.v, kv)] {
+        npy::write(&dir.join(name), &s, p.dtype, data)?;
     }
     if let Some(g) = &x.d_o {
         npy::write(&dir.join("do.npy"), &shape, p.dtype, g)?;
@@ -605,9 +631,10 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     }
     if !grad_files.is_empty() {
         if let Some(m) = runs.first().and_then(|r| r.measurement.as_ref()) {
-            let shape = p.qkv_shape();
-            for (path, g) in grad_files.iter().zip(&m.grads) {
-                npy::write(&dest(path), &shape, p.dtype, g)?;
+            // dQ as Q; dK and dV as K and V ([B, Hkv, N, D]).
+            let shapes = [p.qkv_shape(), p.kv_shape(), p.kv_shape()];
+            for ((path, g), shape) in grad_files.iter().zip(&m.grads).zip(&shapes) {
+                npy::write(&dest(path), shape, p.dtype, g)?;
             }
             eprintln!(
                 "gradients written to {}",

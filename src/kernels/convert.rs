@@ -6,7 +6,7 @@ use crate::gpu::AdapterCaps;
 use crate::plan::{Access, Dispatch, Params};
 use crate::problem::Problem;
 
-/// `dst` (f32) = `src` (stored as `st`), all B*H*N*D elements: `src.float()`.
+/// `dst` (f32) = `src` (stored as `st`), params.heads x N x D elements: `src.float()`.
 pub fn to_f32(
     p: &Problem,
     st: Storage,
@@ -15,7 +15,8 @@ pub fn to_f32(
     dst: &str,
     caps: &AdapterCaps,
 ) -> Dispatch {
-    let elems = p.qkv_elems();
+    // params.heads heads of [N, D]: B*H, or B*Hkv for K, V and their gradients.
+    let elems = params.heads as u64 * params.seq as u64 * params.head_dim as u64;
     Dispatch {
         name: format!("to_f32_{}", src.to_lowercase()),
         phase: crate::plan::Phase::Forward,
@@ -33,16 +34,16 @@ pub fn to_f32(
     }
 }
 
-/// `dst` = `src` * `factor` (both f32), all B*H*N*D elements; dispatch `name`.
+/// `dst` = `src` * `factor` (both f32), params.heads x N x D elements; dispatch `name`.
 pub fn scale_f32(
-    p: &Problem,
     mut params: Params,
     name: &str,
     [src, dst]: [&str; 2],
     factor: f32,
     caps: &AdapterCaps,
 ) -> Dispatch {
-    let elems = p.qkv_elems();
+    // params.heads heads of [N, D]: B*H, or B*Hkv for K, V and their gradients.
+    let elems = params.heads as u64 * params.seq as u64 * params.head_dim as u64;
     params.factor = factor;
     Dispatch {
         name: name.into(),

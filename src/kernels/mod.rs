@@ -284,19 +284,34 @@ pub(crate) fn check_grid(
 }
 
 /// Chunking of the N x N buffers over heads: how many heads' N x N f32 matrices fit one binding
-/// and one buffer (and 32-bit indexing). `Err` only when not even one head fits.
+/// and one buffer (and 32-bit indexing), in whole groups of query heads (GQA). `Err` only when
+/// not even one group fits.
 pub(crate) fn heads_per_chunk(p: &Problem, caps: &AdapterCaps) -> std::result::Result<u64, String> {
     let per_head = p.seq as u64 * p.seq as u64 * 4;
     let limit = caps
         .max_storage_binding
         .min(caps.max_buffer)
         .min(u32::MAX as u64 + 1);
-    let fit = limit / per_head;
+    // Whole groups of query heads per chunk (the backward's dK, dV sum over a group).
+    let group = p.group().max(1) as u64;
+    let fit = limit / per_head / group * group;
     if fit == 0 {
         return Err(format!(
-            "one head's N x N score matrix (N={}: {per_head} bytes) cannot be bound: above this \
+            "{} N x N score matrix (N={}: {per_head} bytes{}) cannot be bound: above this \
              adapter's max_storage_buffer_binding_size {} / max_buffer_size {}",
-            p.seq, caps.max_storage_binding, caps.max_buffer
+            if group > 1 {
+                "one group of query heads' (H / Hkv heads that share a K/V head)"
+            } else {
+                "one head's"
+            },
+            p.seq,
+            if group > 1 {
+                format!(" each, {group} heads")
+            } else {
+                String::new()
+            },
+            caps.max_storage_binding,
+            caps.max_buffer
         ));
     }
     Ok(fit.min(p.bh()))

@@ -13,7 +13,8 @@ pub fn to_dtype(
     [src, dst]: [&str; 2],
     caps: &AdapterCaps,
 ) -> Dispatch {
-    let elems = p.qkv_elems();
+    // params.heads heads of [N, D]: B*H, or B*Hkv for K, V and their gradients.
+    let elems = params.heads as u64 * params.seq as u64 * params.head_dim as u64;
     Dispatch {
         name: "to_dtype".into(),
         phase: crate::plan::Phase::Forward,

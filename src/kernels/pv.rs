@@ -48,6 +48,7 @@ pub fn pv(
 
 /// `out` (`[count, N, D]` as `st`) = Pᵀ · `x` for P (`[count, N, N]` f32) named `p`: pv.wgsl
 /// with `TRANS` (P read by rows, staged transposed). The backward's dV = Pᵀ·dO and dK = dSᵀ·Q.
+/// With grouped-query attention `out` has `count / group` heads, each the sum over its group.
 pub fn ptv(
     st: Storage,
     params: Params,
@@ -57,5 +58,9 @@ pub fn ptv(
 ) -> Result<Dispatch, String> {
     let mut d = pv(st, params, [p, x, out], caps, note)?;
     d.overrides = vec![("TRANS".into(), 1.0)];
+    // One workgroup layer per K/V head: its group's query heads are summed (GQA).
+    let group = params.kv_group.max(1);
+    d.workgroups[2] = params.heads / group;
+    d.writes_bytes /= group as u64;
     Ok(d)
 }

@@ -153,6 +153,13 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
     } else {
         ""
     };
+    let kv = p.kv_bytes();
+    // bwd_kv: a workgroup per 32 keys of a K/V head (walking its group's query heads); bwd_q: per
+    // 32 rows of a query head.
+    let heads = match which {
+        Fused::Kv => p.batch as u64 * p.kv_heads as u64,
+        Fused::Q => bh,
+    };
     let (name, b, shader, reads, writes, products, note) = match which {
         Fused::Kv => {
             let b = bindings(p, &["dK", "dV"]);
@@ -177,8 +184,8 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
                 b,
                 shader,
                 // K and V once; per visited tile 32 rows of Q and dO, with L and D.
-                2 * p.qkv_bytes() + bh * tiles * BT * (2 * d * e + 8),
-                2 * p.qkv_bytes(),
+                2 * kv + bh * tiles * BT * (2 * d * e + 8),
+                2 * kv,
                 4,
                 format!(
                     "dK, dV: a workgroup per 32 keys walks the query blocks{walk}; S, P, dP, dS \
@@ -230,7 +237,7 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
         bindings: b,
         workgroups: [
             check_grid("N / 32 blocks", n.div_ceil(BT), caps)?,
-            check_grid("B*H", bh, caps)?,
+            check_grid("B*H (B*Hkv for bwd_kv)", heads, caps)?,
             1,
         ],
         reads_bytes: reads + mask,

@@ -64,22 +64,24 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     };
     let factor = p.scale.abs().sqrt();
 
+    let kv = p.kv_bytes();
+    let kv32 = p.kv_elems() * 4;
     let mut buffers = vec![
         buf("Q", qkv, Role::Input, false),
-        buf("K", qkv, Role::Input, false),
-        buf("V", qkv, Role::Input, false),
+        buf("K", kv, Role::Input, false),
+        buf("V", kv, Role::Input, false),
     ];
     if mask_bytes > 0 {
         buffers.push(buf(crate::kernels::MASK, mask_bytes, Role::Input, false));
     }
     if narrow {
-        for name in ["Qf", "Kf", "Vf"] {
-            buffers.push(buf(name, f32_bytes, Role::Intermediate, false));
+        buffers.push(buf("Qf", f32_bytes, Role::Intermediate, false));
+        for name in ["Kf", "Vf"] {
+            buffers.push(buf(name, kv32, Role::Intermediate, false));
         }
     }
-    for name in ["Qs", "Ks"] {
-        buffers.push(buf(name, f32_bytes, Role::Intermediate, false));
-    }
+    buffers.push(buf("Qs", f32_bytes, Role::Intermediate, false));
+    buffers.push(buf("Ks", kv32, Role::Intermediate, false));
     buffers.push(buf("M", nn_bytes, Role::Intermediate, true));
     buffers.push(buf("S", nn_bytes, Role::Intermediate, true));
     let dropout_on = p.dropout().is_some();
@@ -97,23 +99,32 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     if p.backward {
         buffers.push(buf("dO", qkv, Role::Input, false));
         buffers.push(buf("dP", nn_bytes, Role::Intermediate, true));
-        let mut f32s = vec!["dQs", "dKs"];
+        buffers.push(buf("dQs", f32_bytes, Role::Intermediate, false));
+        buffers.push(buf("dKs", kv32, Role::Intermediate, false));
         if narrow {
-            f32s.extend(["dOf", "dV32", "dQ32", "dK32"]);
+            for name in ["dOf", "dQ32"] {
+                buffers.push(buf(name, f32_bytes, Role::Intermediate, false));
+            }
+            for name in ["dV32", "dK32"] {
+                buffers.push(buf(name, kv32, Role::Intermediate, false));
+            }
         }
-        for name in f32s {
-            buffers.push(buf(name, f32_bytes, Role::Intermediate, false));
-        }
-        for g in ["dQ", "dK", "dV"] {
-            buffers.push(buf(g, qkv, Role::Output, false));
+        buffers.push(buf("dQ", qkv, Role::Output, false));
+        for g in ["dK", "dV"] {
+            buffers.push(buf(g, kv, Role::Output, false));
         }
     }
 
     let all = Params::of(p);
+    // The element-wise passes over K, V and their gradients cover B*Hkv heads (GQA).
+    let all_kv = Params {
+        heads: (p.batch * p.kv_heads) as u32,
+        ..all
+    };
     let mut dispatches = Vec::new();
     if narrow {
-        for (src, dst) in [("Q", "Qf"), ("K", "Kf"), ("V", "Vf")] {
-            dispatches.push(to_f32(p, st, all, src, dst, caps));
+        for (src, dst, prm) in [("Q", "Qf", all), ("K", "Kf", all_kv), ("V", "Vf", all_kv)] {
+            dispatches.push(to_f32(p, st, prm, src, dst, caps));
         }
     }
     let (qsrc, ksrc, vsrc) = if narrow {
@@ -123,8 +134,8 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     };
     // A negative scale's sign goes on k.
     let k_factor = if p.scale < 0.0 { -factor } else { factor };
-    dispatches.push(scale_f32(p, all, "scale_q", [qsrc, "Qs"], factor, caps));
-    dispatches.push(scale_f32(p, all, "scale_k", [ksrc, "Ks"], k_factor, caps));
+    dispatches.push(scale_f32(all, "scale_q", [qsrc, "Qs"], factor, caps));
+    dispatches.push(scale_f32(all_kv, "scale_k", [ksrc, "Ks"], k_factor, caps));
     let out32 = if narrow { "O32" } else { "O" };
     for &(first, count) in &parts {
         let params = Params::of(p).chunk(first as u32, count as u32);
@@ -170,15 +181,20 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
             ("dQ", "dK")
         };
         dispatches.push(
-            scale_f32(p, all, "scale_dq", ["dQs", dq], factor, caps).backward("scale_dq", vec![]),
+            scale_f32(all, "scale_dq", ["dQs", dq], factor, caps).backward("scale_dq", vec![]),
         );
         dispatches.push(
-            scale_f32(p, all, "scale_dk", ["dKs", dk], k_factor, caps).backward("scale_dk", vec![]),
+            scale_f32(all_kv, "scale_dk", ["dKs", dk], k_factor, caps)
+                .backward("scale_dk", vec![]),
         );
         if narrow {
-            for (src, dst) in [("dQ32", "dQ"), ("dK32", "dK"), ("dV32", "dV")] {
+            for (src, dst, prm) in [
+                ("dQ32", "dQ", all),
+                ("dK32", "dK", all_kv),
+                ("dV32", "dV", all_kv),
+            ] {
                 let name = format!("to_dtype_{}", dst.to_lowercase());
-                dispatches.push(to_dtype(p, st, all, [src, dst], caps).backward(&name, vec![]));
+                dispatches.push(to_dtype(p, st, prm, [src, dst], caps).backward(&name, vec![]));
             }
         }
     }

@@ -136,9 +136,11 @@ fn training(mut plan: Plan, p: &Problem, caps: &AdapterCaps) -> Result<Plan, Str
         .push(buf("dO", p.qkv_bytes(), Role::Input, false));
     plan.buffers
         .push(buf("Dl", rows, Role::Intermediate, false));
-    for g in ["dQ", "dK", "dV"] {
+    plan.buffers
+        .push(buf("dQ", p.qkv_bytes(), Role::Output, false));
+    for g in ["dK", "dV"] {
         plan.buffers
-            .push(buf(g, p.qkv_bytes(), Role::Output, false));
+            .push(buf(g, p.kv_bytes(), Role::Output, false));
     }
     let fwd = plan.dispatches.clone();
     let saved = |b: &str| save(&fwd, b, "attention");
@@ -169,8 +171,8 @@ fn training(mut plan: Plan, p: &Problem, caps: &AdapterCaps) -> Result<Plan, Str
 /// Backward-compatible names of the cooperative-matrix kernel's facts.
 pub use tiled_coop::{PAD_ROWS as COOP_PAD_ROWS, STORAGE as COOP_STORAGE};
 
-/// The plan of one fused dispatch: Q, K, V (`input_bytes` each, padded where the kernel reads
-/// past the end), the mask bias, O; its config as result files record it.
+/// The plan of one fused dispatch: Q (`input_bytes`, padded where the kernel reads past the end),
+/// K and V (B*Hkv heads, the same padding), the mask bias, O; its config as result files record it.
 fn fused_plan(
     p: &Problem,
     input_bytes: u64,
@@ -179,10 +181,12 @@ fn fused_plan(
     cfg: &TileConfig,
     extra_config: Vec<(String, f64)>,
 ) -> Plan {
+    // K and V: B*Hkv heads (grouped-query attention), with the same padding as Q.
+    let kv_bytes = p.kv_bytes() + input_bytes.saturating_sub(p.qkv_bytes());
     let mut buffers = vec![
         buf("Q", input_bytes, Role::Input, false),
-        buf("K", input_bytes, Role::Input, false),
-        buf("V", input_bytes, Role::Input, false),
+        buf("K", kv_bytes, Role::Input, false),
+        buf("V", kv_bytes, Role::Input, false),
     ];
     let mask_bytes = p.bias_bytes();
     if mask_bytes > 0 {

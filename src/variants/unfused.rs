@@ -180,10 +180,11 @@ fn build(
     let nn_bytes = per * n * n * 4;
     check_grid("B*H (one workgroup layer per head)", per, caps)?;
 
+    let kv = p.kv_bytes();
     let mut buffers = vec![
         buf("Q", qkv, Role::Input, false),
-        buf("K", qkv, Role::Input, false),
-        buf("V", qkv, Role::Input, false),
+        buf("K", kv, Role::Input, false),
+        buf("V", kv, Role::Input, false),
     ];
     if mask_bytes > 0 {
         buffers.push(buf(crate::kernels::MASK, mask_bytes, Role::Input, false));
@@ -213,8 +214,9 @@ fn build(
     if p.backward {
         buffers.push(buf("dO", qkv, Role::Input, false));
         buffers.push(buf("dP", nn_bytes, Role::Intermediate, true));
-        for g in ["dQ", "dK", "dV"] {
-            buffers.push(buf(g, qkv, Role::Output, false));
+        buffers.push(buf("dQ", qkv, Role::Output, false));
+        for g in ["dK", "dV"] {
+            buffers.push(buf(g, kv, Role::Output, false));
         }
     }
 
