@@ -475,12 +475,12 @@ pub fn validate_grads(
     // heads for dQ, the K/V head for dK and dV.
     let pick = |kvh: u64, g: &GroupGrads, t: usize| -> Vec<(u64, Vec<f64>)> {
         match t {
-            0 => g
-                .dq
-                .iter()
-                .enumerate()
-                .map(|(r, dq)| (kvh * group + r as u64, dq.clone()))
-                .collect(),
+            0 => {
+                g.dq.iter()
+                    .enumerate()
+                    .map(|(r, dq)| (kvh * group + r as u64, dq.clone()))
+                    .collect()
+            }
             1 => vec![(kvh, g.dk.clone())],
             _ => vec![(kvh, g.dv.clone())],
         }

@@ -139,10 +139,28 @@ pub fn random_case(rng: &mut rand_pcg::Pcg32, backward: bool) -> Case {
         .contains("padding")
         .then(|| (0..b).map(|_| rng.next_u32() % (n + 1)).collect());
     normalize(&mut p, &mut x, user.as_ref(), conv, padding.as_deref()).unwrap();
-    // A third of the cases drop (drawn last, so the draws above are those of the suite before
-    // dropout existed, case by case).
+    // A third of the cases drop, and a third share K/V heads (GQA / MQA, a K/V head count that
+    // divides H, drawn anew: the inputs are regenerated for it). Drawn last, so the draws above
+    // are those of the suite before either existed, case by case.
     if rng.next_u32().is_multiple_of(3) {
         p.dropout = pick(rng, &[0.1, 0.3, 0.6]);
+    }
+    if rng.next_u32().is_multiple_of(3) {
+        let heads = pick(rng, &[2u32, 4]);
+        let mut q = Problem::new(b, heads, n, d, causal, seed);
+        q.dtype = dtype;
+        q.backward = backward;
+        q.dropout = p.dropout;
+        q.kv_heads = pick(rng, &[1u32, heads / 2]);
+        let mut y = Inputs::generate(&q);
+        let user = match kind {
+            "bool" | "bool+padding" => Some(random_mask(rng, &q, false)),
+            "float" | "float+padding" => Some(random_mask(rng, &q, true)),
+            _ => None,
+        };
+        normalize(&mut q, &mut y, user.as_ref(), conv, padding.as_deref()).unwrap();
+        p = q;
+        x = y;
     }
     let desc = format!(
         "{variant} {} mask={kind} conv={conv:?} pad={padding:?} seed={seed}",

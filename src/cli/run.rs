@@ -262,7 +262,11 @@ fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, Option<DType>)> {
 fn save_inputs(dir: &Path, p: &Problem, x: &Inputs) -> anyhow::Result<()> {
     let shape = p.qkv_shape();
     let kv = p.kv_shape();
-    for (name, data, s) in [("q.npy", &x.q, shape), ("k.npy", &x.k, kv), ("v.npy", &x.v, kv)] {
+    for (name, data, s) in [
+        ("q.npy", &x.q, shape),
+        ("k.npy", &x.k, kv),
+        ("v.npy", &x.v, kv),
+    ] {
         npy::write(&dir.join(name), &s, p.dtype, data)?;
     }
     if let Some(g) = &x.d_o {

@@ -184,8 +184,7 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
             scale_f32(all, "scale_dq", ["dQs", dq], factor, caps).backward("scale_dq", vec![]),
         );
         dispatches.push(
-            scale_f32(all_kv, "scale_dk", ["dKs", dk], k_factor, caps)
-                .backward("scale_dk", vec![]),
+            scale_f32(all_kv, "scale_dk", ["dKs", dk], k_factor, caps).backward("scale_dk", vec![]),
         );
         if narrow {
             for (src, dst, prm) in [

@@ -139,8 +139,7 @@ fn training(mut plan: Plan, p: &Problem, caps: &AdapterCaps) -> Result<Plan, Str
     plan.buffers
         .push(buf("dQ", p.qkv_bytes(), Role::Output, false));
     for g in ["dK", "dV"] {
-        plan.buffers
-            .push(buf(g, p.kv_bytes(), Role::Output, false));
+        plan.buffers.push(buf(g, p.kv_bytes(), Role::Output, false));
     }
     let fwd = plan.dispatches.clone();
     let saved = |b: &str| save(&fwd, b, "attention");
