@@ -388,6 +388,13 @@ def parse_args(argv):
         "reference, intersected with causal (pass --no-causal if the attn-wgpu run was)",
     )
     p.add_argument(
+        "--kv-heads",
+        type=int,
+        default=None,
+        help="K/V heads Hkv (default H): grouped-query attention, H a multiple of Hkv; SDPA with "
+        "enable_gqa=True, the naive variants with k/v.repeat_interleave(H // Hkv, dim=1)",
+    )
+    p.add_argument(
         "--dropout",
         type=float,
         default=0.0,
@@ -432,6 +439,8 @@ def parse_args(argv):
         p.error("--reps must be >= 1")
     if args.scale is not None and not math.isfinite(args.scale):
         p.error("--scale must be finite")
+    if args.kv_heads is not None and args.kv_heads <= 0:
+        p.error("--kv-heads must be positive")
     if not (math.isfinite(args.dropout) and 0.0 <= args.dropout < 1.0):
         p.error(f"--dropout must be a probability with 0 <= p < 1 (got {args.dropout})")
     args._parser = p
@@ -536,7 +545,7 @@ def sdpa_api():
 
 
 def load_npy_inputs(directory):
-    """Load q/k/v .npy files (float32 or float16, same [B,H,N,D] shape) as float32."""
+    """Load q/k/v .npy files (float32 or float16; q [B,H,N,D], k and v [B,Hkv,N,D]) as float32."""
     arrays = {}
     for name in ("q", "k", "v"):
         path = os.path.join(directory, name + ".npy")
@@ -546,9 +555,10 @@ def load_npy_inputs(directory):
         if a.ndim != 4:
             raise ValueError(f"{path}: shape {a.shape}, expected [B,H,N,D]")
         arrays[name] = np.ascontiguousarray(a.astype(np.float32))
-    shapes = {a.shape for a in arrays.values()}
-    if len(shapes) != 1:
-        raise ValueError(f"q/k/v shapes differ: {[arrays[n].shape for n in 'qkv']}")
+    q, k, v = (arrays[n].shape for n in "qkv")
+    # K and V: [B, Hkv, N, D] with Hkv dividing H (grouped-query attention), alike.
+    if k != v or k[0] != q[0] or k[2:] != q[2:] or q[1] % k[1] != 0:
+        raise ValueError(f"q/k/v shapes do not fit (k, v: [B, Hkv, N, D], Hkv dividing H): {[q, k, v]}")
     return arrays
 
 
@@ -628,20 +638,23 @@ def fully_masked_rows(bias, causal, B, H, N):
     return np.broadcast_to(full, (B, H, N))
 
 
-def make_inputs(shape, seed, dtype, host_inputs):
+def make_inputs(shape, seed, dtype, host_inputs, kv_heads=None):
     """q, k, v on the CPU, already cast (rounded) to dtype.
 
     Generated values are uniform in [-1, 1), drawn in float32 from one CPU
-    generator seeded by `seed` (q first, then k, then v), then cast.
+    generator seeded by `seed` (q first, then k, then v), then cast. k and v have
+    `kv_heads` heads (grouped-query attention; default: q's).
     """
     if host_inputs is not None:
         tensors = [torch.from_numpy(host_inputs[n]) for n in ("q", "k", "v")]
     else:
         g = torch.Generator(device="cpu")
         g.manual_seed(seed)
+        B, H, N, D = shape
+        kv_shape = (B, kv_heads or H, N, D)
         tensors = [
-            torch.empty(shape, dtype=torch.float32).uniform_(-1.0, 1.0, generator=g)
-            for _ in range(3)
+            torch.empty(s, dtype=torch.float32).uniform_(-1.0, 1.0, generator=g)
+            for s in (shape, kv_shape, kv_shape)
         ]
     return [t.to(dtype).contiguous() for t in tensors]
 
@@ -873,6 +886,20 @@ def build_masks(bias, causal, N, dtype, device):
 
 
 def make_forward(variant, q, k, v, masks, scale, dropout=0.0):
+    group = q.shape[1] // k.shape[1]
+    if group > 1 and variant in ("naive", "naive-inplace"):
+        # The naive code expands K and V to every query head (a copy), as before enable_gqa.
+        k0, v0 = k, v
+
+        def expanded():
+            return k0.repeat_interleave(group, dim=1), v0.repeat_interleave(group, dim=1)
+
+    else:
+        expanded = None
+    return _make_forward(variant, q, k, v, masks, scale, dropout, expanded)
+
+
+def _make_forward(variant, q, k, v, masks, scale, dropout, expanded):
     """Return a zero-argument callable that runs one forward of `variant`.
 
     `masks` comes from build_masks. `dropout` > 0: F.dropout(p, dropout, training=True) after the
@@ -887,33 +914,37 @@ def make_forward(variant, q, k, v, masks, scale, dropout=0.0):
     if variant == "naive":
 
         def forward():
-            scores = q @ k.transpose(-2, -1)
+            kk, vv = expanded() if expanded else (k, v)
+            scores = q @ kk.transpose(-2, -1)
             scores = scores * scale
             if add is not None:
                 scores = scores + add
             if fill is not None:
                 scores = scores.masked_fill(fill, neg_inf)
             p = torch.softmax(scores, dim=-1)
-            return drop(p) @ v
+            return drop(p) @ vv
 
     elif variant == "naive-inplace":
 
         def forward():
-            scores = q @ k.transpose(-2, -1)
+            kk, vv = expanded() if expanded else (k, v)
+            scores = q @ kk.transpose(-2, -1)
             scores = scores * scale
             if add is not None:
                 scores.add_(add)
             if fill is not None:
                 scores.masked_fill_(fill, neg_inf)
             p = torch.softmax(scores, dim=-1)
-            return drop(p) @ v
+            return drop(p) @ vv
 
     else:
+        gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
         attn_mask, is_causal = masks["attn_mask"], masks["is_causal"]
 
         def forward():
             return F.scaled_dot_product_attention(
-                q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale, dropout_p=dropout
+                q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale, dropout_p=dropout,
+                **gqa,
             )
 
     return forward
@@ -1186,7 +1217,7 @@ def run_variant(variant, forward, is_cuda, args, check, inputs_bytes, mask_note=
 # Backward (--backward)
 # ---------------------------------------------------------------------------
 
-GRAD_HEADS = "batch 0, heads 0 and H-1"
+GRAD_HEADS = "batch 0, heads 0 and H-1 (with GQA: the whole groups of K/V heads 0 and Hkv-1)"
 
 DROPOUT_UNCHECKED = (
     "not validated: PyTorch's dropout draws its own keep mask (its Philox offsets), which "
@@ -1337,16 +1368,33 @@ def measure_backward(variant, q, k, v, masks, scale, causal, ref_bias, args, is_
             peak = torch.cuda.max_memory_allocated() - base
             del o3
     # Validation on two heads.
-    heads = [(0, 0), (0, H - 1)] if H > 1 else [(0, 0)]
+    # Grouped-query attention: the groups of K/V heads 0 and Hkv-1 of batch 0, whole (dK and dV
+    # of a K/V head sum over its query heads); without it, heads 0 and H-1.
+    group = H // k.shape[1]
+    kv_heads = sorted({0, k.shape[1] - 1})
+    heads = [(0, kh * group + r) for kh in kv_heads for r in range(group)]
     pick = lambda t: np.stack([t[b, h] for b, h in heads])  # noqa: E731
-    qc, kc, vc, dc = (pick(t.detach().float().cpu().numpy()) for t in (q, k, v, do))
+    kv_rep = lambda t: np.stack([t[b, h // group] for b, h in heads])  # noqa: E731
+    qc, dc = (pick(t.detach().float().cpu().numpy()) for t in (q, do))
+    kc, vc = (kv_rep(t.detach().float().cpu().numpy()) for t in (k, v))
     bias = None
     if ref_bias is not None:
         rb = ref_bias
         bias = np.stack([rb[min(b, rb.shape[0] - 1), min(h, rb.shape[1] - 1)] for b, h in heads])
-    ref = reference_grads(qc, kc, vc, dc, scale, causal, bias)
-    lp = reference_grads(qc, kc, vc, dc, scale, causal, bias, lp_dtype=dtype_name)
-    got = [pick(x).astype(np.float64) for x in grads]
+
+    def group_sum(gr):
+        # dK, dV per query head -> per K/V head (sums of `group` consecutive heads).
+        dq, dk, dv = gr
+        fold = lambda x: x.reshape(len(kv_heads), group, *x.shape[1:]).sum(axis=1)  # noqa: E731
+        return [dq, fold(dk), fold(dv)]
+
+    ref = group_sum(reference_grads(qc, kc, vc, dc, scale, causal, bias))
+    lp = group_sum(reference_grads(qc, kc, vc, dc, scale, causal, bias, lp_dtype=dtype_name))
+    got = [
+        pick(grads[0]).astype(np.float64),
+        np.stack([grads[1][0, kh] for kh in kv_heads]).astype(np.float64),
+        np.stack([grads[2][0, kh] for kh in kv_heads]).astype(np.float64),
+    ]
     if args.dropout > 0:
         checks = [{"tensor": t, "verdict": "n/a", "reason": DROPOUT_UNCHECKED} for t in ("dQ", "dK", "dV")]
     else:
@@ -1390,14 +1438,17 @@ def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_c
     full_flat = np.flatnonzero(full_rows)
 
     # Inputs: rounded to dtype on the CPU; the reference uses exactly these.
-    q_c, k_c, v_c = make_inputs(shape, args.seed, dtype, host_inputs)
+    q_c, k_c, v_c = make_inputs(shape, args.seed, dtype, host_inputs, args.kv_heads)
+    if H % k_c.shape[1] != 0:
+        raise SystemExit(f"error: --kv-heads {k_c.shape[1]} must divide the {H} query heads")
+    group = H // k_c.shape[1]
     rows = select_rows(B, H, N, args.seed, extra=full_flat[:1])
-    ref, ref_full = reference_rows(
-        *(t.float().numpy() for t in (q_c, k_c, v_c)), rows, scale, causal, ref_bias
-    )
-    lp = low_precision_rows(
-        *(t.float().numpy() for t in (q_c, k_c, v_c)), rows, scale, causal, ref_bias, dtype_name
-    )
+    # The references see K and V expanded to every query head (what GQA means).
+    qe, ke, ve = (t.float().numpy() for t in (q_c, k_c, v_c))
+    ke, ve = (np.repeat(t, group, axis=1) for t in (ke, ve))
+    ref, ref_full = reference_rows(qe, ke, ve, rows, scale, causal, ref_bias)
+    lp = low_precision_rows(qe, ke, ve, rows, scale, causal, ref_bias, dtype_name)
+    del qe, ke, ve
     finite = np.isfinite(ref) & np.isfinite(lp)
     lp_err = float(np.abs(ref - lp)[finite].max()) if finite.any() else 0.0
     tol = {
@@ -1524,6 +1575,7 @@ def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_c
         "problem": {
             "batch": B,
             "heads": H,
+            "kv_heads": H // group,
             "seq": N,
             "head_dim": D,
             "causal": causal,

@@ -112,9 +112,10 @@ pub fn parse_value(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
     let causal = p["causal"].as_bool().or(v["causal"].as_bool());
     let dropout = dropout_suffix(p, v);
     let shape = format!(
-        "B{} H{} N{} D{}{}{dropout}",
+        "B{} H{}{} N{} D{}{}{dropout}",
         num("batch"),
         num("heads"),
+        kv_suffix(p),
         num("seq"),
         num("head_dim"),
         match causal {
@@ -204,6 +205,14 @@ pub fn parse_value(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
     Ok(out)
 }
 
+/// ` Hkv2` when K/V heads are shared (grouped-query attention), else empty.
+fn kv_suffix(problem: &Value) -> String {
+    match (problem["kv_heads"].as_u64(), problem["heads"].as_u64()) {
+        (Some(kv), Some(h)) if kv != h => format!(" Hkv{kv}"),
+        _ => String::new(),
+    }
+}
+
 /// Runs with dropout are a shape of their own (` dropout 0.1`): their time is not the forward's
 /// without it. Empty without dropout (files from before `--dropout` have no field).
 fn dropout_suffix(problem: &Value, file: &Value) -> String {
@@ -241,9 +250,10 @@ fn parse_sweep(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
             tool: "attn-wgpu sweep".into(),
             variant: variant.into(),
             shape: format!(
-                "B{} H{} N{} D{}{causal}{dropout}",
+                "B{} H{}{} N{} D{}{causal}{dropout}",
                 num("batch"),
                 num("heads"),
+                kv_suffix(p),
                 pt["seq"].as_u64().map_or("?".into(), |x| x.to_string()),
                 num("head_dim")
             ),
