@@ -157,7 +157,9 @@ pub struct GroupGrads {
 /// softmax's backward gets dP ∘ Z for dP.
 ///
 /// The twin computes the same in f32 arithmetic and rounds where FlashAttention-2's backward
-/// rounds to the storage dtype: P before dV = Pᵀ·dO, dS before dQ and dK, and the three outputs.
+/// rounds to the storage dtype: P before dV = Pᵀ·dO, dS before dQ and dK, and the three outputs;
+/// its D = rowsum(dO ∘ O) is taken from the forward twin's rounded O, as FlashAttention-2 reads
+/// the stored output (for one key, dS is then the rounding of O rather than exactly 0).
 pub fn backward_group(p: &Problem, x: &Inputs, kvh: u64, sem: Semantics, lp: bool) -> GroupGrads {
     let n = p.seq as usize;
     let d = p.head_dim as usize;
@@ -248,7 +250,14 @@ pub fn backward_group(p: &Problem, x: &Inputs, kvh: u64, sem: Semantics, lp: boo
         let mut dq = vec![0.0f64; n * d];
         for i in 0..n {
             let dp: Vec<f64> = (0..n).map(|j| f(dot(&g[i], &v[j]) * z(i, j))).collect();
-            let di = (0..n).fold(0.0, |acc, j| f(acc + pm[i * n + j] * dp[j]));
+            // D_i = rowsum(dP ∘ P); the twin takes it as FlashAttention-2 does, from the stored
+            // (rounded) output: rowsum(dO ∘ O), O from the forward's twin.
+            let di = if lp {
+                let o = low_precision_row(p, x, RowId { bh, i: i as u64 }, sem);
+                dot(&g[i], &o)
+            } else {
+                (0..n).fold(0.0, |acc, j| f(acc + pm[i * n + j] * dp[j]))
+            };
             for j in 0..n {
                 let pij = pm[i * n + j];
                 let prd = r(f(pij * z(i, j)));

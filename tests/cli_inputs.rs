@@ -230,7 +230,11 @@ fn bad_qkv_files() {
         &v,
         &[],
         2,
-        &["kbad.npy", "expected shape [1, 2, 8, 4]", "[1, 2, 9, 4]"],
+        &[
+            "kbad.npy",
+            "expected shape [B, Hkv, N, D] = [1, Hkv, 8, 4]",
+            "[1, 2, 9, 4]",
+        ],
     );
     let vh = f.tensor("vh.npy", &shape, DType::F16);
     run_qkv(
