@@ -20,6 +20,10 @@ struct Params {
     drop_key0: u32,    // ... the Philox key: the run's seed, low word
     drop_key1: u32,    // ... and high word
     kv_group: u32,     // H / Hkv: global query head g reads K/V head g / kv_group (GQA)
+    kv_seq: u32,       // M: keys per head (seq is N, the query rows)
+    causal_off: i32,   // causal: key j takes part in row i iff j <= i + causal_off (0 top-left, M - N bottom-right)
+    pad0: u32,
+    pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -27,6 +31,20 @@ struct Params {
 // The K/V head of global query head g (grouped-query attention; g itself without it).
 fn kv_head(g: u32) -> u32 {
     return g / params.kv_group;
+}
+
+// Whether the causal rule lets key j take part in query row i (always true without causal).
+fn causal_ok(i: u32, j: u32) -> bool {
+    return params.causal == 0u || i32(j) <= i32(i) + params.causal_off;
+}
+
+// The keys 0 .. k that query rows before `end` may see: all M, or up to the causal diagonal
+// (0 when the diagonal lies left of key 0).
+fn causal_keys(end: u32) -> u32 {
+    if (params.causal == 0u) {
+        return params.kv_seq;
+    }
+    return u32(clamp(i32(end) + params.causal_off, 0, i32(params.kv_seq)));
 }
 
 fn neg_inf() -> f32 {

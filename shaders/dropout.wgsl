@@ -20,17 +20,18 @@ struct Quad {
 
 fn quad(wg: vec3<u32>, nwg: vec3<u32>, li: u32) -> Quad {
     let n = params.seq;
+    let m = params.kv_seq;
     let n4 = (n + 3u) / 4u;
     let idx = linear_group(wg, nwg) * 256u + li;
     var out: Quad;
-    out.ok = idx < params.heads * n4 * n;
+    out.ok = idx < params.heads * n4 * m;
     if (!out.ok) {
         return out;
     }
-    let j = idx % n;
-    let i4 = (idx / n) % n4;
-    let h = idx / (n * n4);
-    out.base = (h * n + 4u * i4) * n + j;
+    let j = idx % m;
+    let i4 = (idx / m) % n4;
+    let h = idx / (m * n4);
+    out.base = (h * n + 4u * i4) * m + j;
     out.rows = min(4u, n - 4u * i4);
     out.f = drop4(params.head_offset + h, i4, j);
     return out;
@@ -43,7 +44,7 @@ fn copy(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     let x = quad(wg, nwg, li);
     if (x.ok) {
         for (var r = 0u; r < x.rows; r++) {
-            let e = x.base + r * params.seq;
+            let e = x.base + r * params.kv_seq;
             dst[e] = src[e] * x.f[r];
         }
     }
@@ -56,7 +57,7 @@ fn in_place(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: 
     let x = quad(wg, nwg, li);
     if (x.ok) {
         for (var r = 0u; r < x.rows; r++) {
-            let e = x.base + r * params.seq;
+            let e = x.base + r * params.kv_seq;
             dst[e] = dst[e] * x.f[r];
         }
     }

@@ -18,7 +18,7 @@
 @group(0) @binding(2) var<storage, read_write> s_out: array<vec4<f32>>;
 
 fn total4() -> u32 {
-    return (params.heads * params.seq * params.seq + 3u) / 4u;
+    return (params.heads * params.seq * params.kv_seq + 3u) / 4u;
 }
 
 // Which of the 4 elements starting at flat index f are above the diagonal (causal only).
@@ -27,16 +27,19 @@ fn blocked4(f: u32) -> vec4<bool> {
         return vec4<bool>(false);
     }
     let n = params.seq;
+    let m = params.kv_seq;
     let e = vec4<u32>(f) + vec4<u32>(0u, 1u, 2u, 3u);
-    let j = e % vec4<u32>(n);
-    let i = (e / vec4<u32>(n)) % vec4<u32>(n);
-    return j > i;
+    let j = e % vec4<u32>(m);
+    let i = (e / vec4<u32>(m)) % vec4<u32>(n);
+    // j > i + causal_off (top-left: 0; bottom-right: M - N), in signed arithmetic.
+    return vec4<i32>(j) > vec4<i32>(i) + vec4<i32>(params.causal_off);
 }
 
 // Bias of local element idx (head of the chunk, row, key).
 fn bias(idx: u32) -> f32 {
     let n = params.seq;
-    return mask_bias(params.head_offset + idx / (n * n), (idx / n) % n, idx % n);
+    let m = params.kv_seq;
+    return mask_bias(params.head_offset + idx / (n * m), (idx / m) % n, idx % m);
 }
 
 @compute @workgroup_size(256, 1, 1)
@@ -65,7 +68,7 @@ fn in_place(
     if (HAS_MASK) {
         // Bias on every score (padding past the last element gets none), -inf where causal blocks.
         let f = idx * 4u;
-        let total = params.heads * params.seq * params.seq;
+        let total = params.heads * params.seq * params.kv_seq;
         var bv = vec4<f32>(0.0);
         for (var c = 0u; c < 4u; c++) {
             if (f + c < total) {
@@ -80,7 +83,7 @@ fn in_place(
     }
 }
 
-// `causal_rows`: the same causal masked_fill_ for the common case of no bias buffer and N % 4 == 0
+// `causal_rows`: the same causal masked_fill_ for the common case of no bias buffer and M % 4 == 0
 // (rows start on a vec4). A workgroup owns ROWS consecutive rows of S (over the heads of this
 // dispatch); its threads start at the vec4 holding the diagonal, so nothing left of it is touched
 // and no thread divides per element.
@@ -93,18 +96,19 @@ fn causal_rows(
     @builtin(local_invocation_index) li: u32,
 ) {
     let n = params.seq;
-    let n4 = n / 4u;
+    let m4 = params.kv_seq / 4u;
     let ninf = vec4<f32>(neg_inf());
     let first = linear_group(wg, nwg) * ROWS;
     for (var row = first; row < min(first + ROWS, params.heads * n); row++) {
-        let i = row % n;
-        for (var c4 = i / 4u + li; c4 < n4; c4 += 256u) {
+        // Keys 0 .. keep-1 take part in this row (causal_keys: the diagonal, offset and clamped).
+        let keep = causal_keys(row % n + 1u);
+        for (var c4 = keep / 4u + li; c4 < m4; c4 += 256u) {
             let j = c4 * 4u;
-            let idx = row * n4 + c4;
-            if (j > i) {
+            let idx = row * m4 + c4;
+            if (j >= keep) {
                 s[idx] = ninf;  // wholly above the diagonal: write, no read
-            } else if (j + 3u > i) {
-                let b = (vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u)) > vec4<u32>(i);
+            } else {
+                let b = (vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u)) >= vec4<u32>(keep);
                 s[idx] = select(s[idx], ninf, b);
             }
         }

@@ -13,14 +13,15 @@ fn main(
     @builtin(local_invocation_index) li: u32,
 ) {
     let n = params.seq;
+    let m = params.kv_seq;
     let e = linear_group(wg, nwg) * WG + li;
-    if (e >= params.heads * n * n) {
+    if (e >= params.heads * n * m) {
         return;
     }
-    let j = e % n;
-    let i = (e / n) % n;
-    let head = params.head_offset + e / (n * n);
-    let blocked = (params.causal != 0u && j > i) || mask_bias(head, i, j) == neg_inf();
+    let j = e % m;
+    let i = (e / m) % n;
+    let head = params.head_offset + e / (n * m);
+    let blocked = !causal_ok(i, j) || mask_bias(head, i, j) == neg_inf();
     if (blocked) {
         a[e] = 0.0;
     }

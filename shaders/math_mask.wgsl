@@ -12,13 +12,14 @@ fn build_mask(
     @builtin(local_invocation_index) li: u32,
 ) {
     let n = params.seq;
-    let total = params.heads * n * n;
+    let mk = params.kv_seq;
+    let total = params.heads * n * mk;
     let idx = linear_group(wg, nwg) * 256u + li;
     if (idx < total) {
-        let j = idx % n;
-        let i = (idx / n) % n;
-        var x = mask_bias(params.head_offset + idx / (n * n), i, j);
-        if (params.causal != 0u && j > i) {
+        let j = idx % mk;
+        let i = (idx / mk) % n;
+        var x = mask_bias(params.head_offset + idx / (n * mk), i, j);
+        if (!causal_ok(i, j)) {
             x = neg_inf();
         }
         m[idx] = x;

@@ -21,7 +21,7 @@ fn elem_index(wg: vec3<u32>, nwg: vec3<u32>, li: u32) -> u32 {
 fn add_mask(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) li: u32) {
     let idx = elem_index(wg, nwg, li);
-    if (idx < params.heads * params.seq * params.seq) {
+    if (idx < params.heads * params.seq * params.kv_seq) {
         s[idx] = s[idx] + x[idx];
     }
 }
@@ -30,8 +30,8 @@ fn add_mask(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: 
 fn masked_rows(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) li: u32) {
     let row = elem_index(wg, nwg, li);
-    let n = params.seq;
-    if (row < params.heads * n) {
+    let n = params.kv_seq;  // row length: M keys
+    if (row < params.heads * params.seq) {
         var all_masked = true;
         for (var j = 0u; j < n; j++) {
             all_masked = all_masked && (s[row * n + j] == neg_inf());
@@ -44,8 +44,8 @@ fn masked_rows(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
 fn row_max(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) li: u32) {
     let row = elem_index(wg, nwg, li);
-    let n = params.seq;
-    if (row < params.heads * n) {
+    let n = params.kv_seq;  // row length: M keys
+    if (row < params.heads * params.seq) {
         var m = neg_inf();
         for (var j = 0u; j < n; j++) {
             m = max(m, s[row * n + j]);
@@ -58,8 +58,8 @@ fn row_max(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
 fn exp_sum(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) li: u32) {
     let row = elem_index(wg, nwg, li);
-    let n = params.seq;
-    if (row < params.heads * n) {
+    let n = params.kv_seq;  // row length: M keys
+    if (row < params.heads * params.seq) {
         let m = x[row];
         var l = 0.0;
         for (var j = 0u; j < n; j++) {
@@ -75,8 +75,8 @@ fn exp_sum(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
 fn normalize_rows(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) li: u32) {
     let idx = elem_index(wg, nwg, li);
-    let n = params.seq;
-    if (idx < params.heads * n * n) {
+    let n = params.kv_seq;  // row length: M keys
+    if (idx < params.heads * params.seq * n) {
         s[idx] = s[idx] / x[idx / n];
     }
 }
@@ -85,8 +85,8 @@ fn normalize_rows(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups)
 fn where_zero(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) li: u32) {
     let idx = elem_index(wg, nwg, li);
-    let n = params.seq;
-    if (idx < params.heads * n * n && x[idx / n] != 0.0) {
+    let n = params.kv_seq;  // row length: M keys
+    if (idx < params.heads * params.seq * n && x[idx / n] != 0.0) {
         s[idx] = 0.0;
     }
 }

@@ -33,7 +33,12 @@ fn main(
     @builtin(local_invocation_index) li: u32,
 ) {
     let n = params.seq;
+    let m = params.kv_seq;
     let d = params.head_dim;
+    // Rows of the output and the inner (summed) dimension: O has N rows over M keys; with TRANS
+    // (dV, dK) the output has M rows (keys) over the N query rows.
+    let rows_out = select(n, m, TRANS);
+    let inner = select(m, n, TRANS);
     let head = wg.z;
     // Query heads summed into this output: the K/V head's group with TRANS, else one.
     let gr = select(1u, params.kv_group, TRANS);
@@ -49,7 +54,7 @@ fn main(
     // TRANS, else V or K at the K/V head).
     let ph = select(head, head * gr + r, TRANS);
     let xh = select(kv_head(params.head_offset + head), params.head_offset + ph, TRANS);
-    for (var j0 = 0u; j0 < n; j0 += KC) {
+    for (var j0 = 0u; j0 < inner; j0 += KC) {
         // P[i0.., j0..j0+KC]: 2048 values, 8 per thread, 64-byte runs along j.
         // TRANS: Pᵀ, i.e. P[j0 + kk, i0 + row], read along rows of P (consecutive threads,
         // consecutive i).
@@ -57,11 +62,11 @@ fn main(
             let row = select(e / KC, e % TM, TRANS);
             let kk = select(e % KC, e / TM, TRANS);
             var pv = 0.0;
-            if (i0 + row < n && j0 + kk < n) {
+            if (i0 + row < rows_out && j0 + kk < inner) {
                 if (TRANS) {
-                    pv = p[(ph * n + j0 + kk) * n + i0 + row];
+                    pv = p[(ph * n + j0 + kk) * m + i0 + row];
                 } else {
-                    pv = p[(ph * n + i0 + row) * n + j0 + kk];
+                    pv = p[(ph * n + i0 + row) * m + j0 + kk];
                 }
             }
             ps[kk][row / 4u][row % 4u] = pv;
@@ -71,8 +76,8 @@ fn main(
             let kk = e / TN;
             let col = e % TN;
             var vv = 0.0;
-            if (j0 + kk < n && c0 + col < d) {
-                let e = (xh * n + j0 + kk) * d + c0 + col;
+            if (j0 + kk < inner && c0 + col < d) {
+                let e = (xh * inner + j0 + kk) * d + c0 + col;
                 vv = load(v[e / PACK], e);
             }
             vs[kk][col / 4u][col % 4u] = vv;
@@ -107,7 +112,7 @@ fn main(
 // Writes 4 consecutive outputs of row i of global head `head` from column c (c a multiple of 4),
 // skipping what lies outside N x D; PACK outputs per store.
 fn store_row(head: u32, i: u32, c: u32, val: vec4<f32>) {
-    let n = params.seq;
+    let n = select(params.seq, params.kv_seq, TRANS);  // rows of the output
     let d = params.head_dim;
     if (i >= n) {
         return;

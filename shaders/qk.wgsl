@@ -28,13 +28,14 @@ fn main(
     @builtin(local_invocation_index) li: u32,
 ) {
     let n = params.seq;
+    let m = params.kv_seq;
     let d = params.head_dim;
     let head = wg.z;
     let i0 = wg.y * TILE;
     let j0 = wg.x * TILE;
     let base = (params.head_offset + head) * n * d;
-    // K (the second operand: K, V or Ks) at the head's K/V head (grouped-query attention).
-    let kbase = kv_head(params.head_offset + head) * n * d;
+    // K (the second operand: K, V or Ks; M rows) at the head's K/V head (grouped-query attention).
+    let kbase = kv_head(params.head_offset + head) * m * d;
 
     // 8 x 8 outputs per thread as 16 named vec4 registers: c<r><h> holds row ty*8 + r, columns
     // tx*8 + 4h .. +3. Named variables rather than an indexed array, so that no driver is tempted to
@@ -55,7 +56,7 @@ fn main(
             var kv = 0.0;
             if (dd < d) {
                 if (i0 + row < n) { let e = base + (i0 + row) * d + dd; qv = load(q[e / PACK], e); }
-                if (j0 + row < n) { let e = kbase + (j0 + row) * d + dd; kv = load(k[e / PACK], e); }
+                if (j0 + row < m) { let e = kbase + (j0 + row) * d + dd; kv = load(k[e / PACK], e); }
             }
             qs[kk][row / 4u][row % 4u] = qv;
             ks[kk][row / 4u][row % 4u] = kv;
@@ -91,17 +92,18 @@ fn main(
     store_row(head, r0 + 7u, col, c70, c71);
 }
 
-// Writes 8 consecutive scores of row i from column j, skipping what lies outside N x N.
+// Writes 8 consecutive scores of row i from column j, skipping what lies outside N x M.
 fn store_row(head: u32, i: u32, j: u32, lo: vec4<f32>, hi: vec4<f32>) {
     let n = params.seq;
-    if (i >= n || j >= n) {
+    let m = params.kv_seq;
+    if (i >= n || j >= m) {
         return;
     }
-    let base = (head * n + i) * n;
-    if ((n & 3u) == 0u) {
-        // j is a multiple of 8 and N of 4: j + 4 <= N, and both halves are whole aligned vec4s.
+    let base = (head * n + i) * m;
+    if ((m & 3u) == 0u) {
+        // j is a multiple of 8 and M of 4: j + 4 <= M, and both halves are whole aligned vec4s.
         s[(base + j) / 4u] = lo;
-        if (j + 4u < n) {
+        if (j + 4u < m) {
             s[(base + j) / 4u + 1u] = hi;
         }
         return;
@@ -109,7 +111,7 @@ fn store_row(head: u32, i: u32, j: u32, lo: vec4<f32>, hi: vec4<f32>) {
     for (var c = 0u; c < 4u; c++) {
         let e0 = base + j + c;
         let e1 = e0 + 4u;
-        if (j + c < n) { s[e0 / 4u][e0 % 4u] = lo[c]; }
-        if (j + 4u + c < n) { s[e1 / 4u][e1 % 4u] = hi[c]; }
+        if (j + c < m) { s[e0 / 4u][e0 % 4u] = lo[c]; }
+        if (j + 4u + c < m) { s[e1 / 4u][e1 % 4u] = hi[c]; }
     }
 }

@@ -12,7 +12,7 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) li: u32,
 ) {
-    let total4 = (params.heads * params.seq * params.seq + 3u) / 4u;
+    let total4 = (params.heads * params.seq * params.kv_seq + 3u) / 4u;
     let idx = linear_group(wg, nwg) * 256u + li;
     if (idx < total4) {
         s[idx] = s[idx] * params.scale;

@@ -20,10 +20,10 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) li: u32,
 ) {
-    let n = params.seq;
+    let n = params.kv_seq;  // row length: M keys
     let row = linear_group(wg, nwg);
     // Uniform across the workgroup, so the barriers below stay in uniform control flow.
-    let live = row < params.heads * n;
+    let live = row < params.heads * params.seq;
     let base = row * n;
     let ninf = neg_inf();
 

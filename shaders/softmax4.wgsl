@@ -15,7 +15,7 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) li: u32,
 ) {
-    let n4 = params.seq / 4u;
+    let n4 = params.kv_seq / 4u;  // vec4 per row (M keys)
     let seg = li / TPR;
     let lt = li % TPR;
     let row = linear_group(wg, nwg) * 4u + seg;

@@ -21,7 +21,7 @@ var<workgroup> red: array<f32, WG>;
 
 // rowsum(a ∘ b) of row `row` (`live`: the row exists), reduced over the workgroup.
 fn row_dot(row: u32, live: bool, li: u32) -> f32 {
-    let n = params.seq;
+    let n = params.kv_seq;  // row length: M keys
     let base = row * n;
     var acc = 0.0;
     if (live) {
@@ -46,10 +46,10 @@ fn softmax_bwd(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) li: u32,
 ) {
-    let n = params.seq;
+    let n = params.kv_seq;  // row length: M keys
     let row = linear_group(wg, nwg);
     // Uniform across the workgroup, so the barriers in row_dot stay in uniform control flow.
-    let live = row < params.heads * n;
+    let live = row < params.heads * params.seq;
     let dsum = row_dot(row, live, li);
     if (live) {
         for (var j = li; j < n; j += WG) {
@@ -64,9 +64,9 @@ fn normalize_bwd(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) li: u32,
 ) {
-    let n = params.seq;
+    let n = params.kv_seq;  // row length: M keys
     let row = linear_group(wg, nwg);
-    let live = row < params.heads * n;
+    let live = row < params.heads * params.seq;
     let dsum = row_dot(row, live, li);
     if (live) {
         let l = c[row];
@@ -83,7 +83,7 @@ fn exp_bwd(
     @builtin(local_invocation_index) li: u32,
 ) {
     let e = linear_group(wg, nwg) * WG + li;
-    if (e < params.heads * params.seq * params.seq) {
+    if (e < params.heads * params.seq * params.kv_seq) {
         a[e] = a[e] * b[e];
     }
 }

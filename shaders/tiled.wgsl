@@ -40,12 +40,13 @@ fn main(
     @builtin(local_invocation_index) t: u32,
 ) {
     let n = params.seq;
+    let nk = params.kv_seq;  // keys (M)
     let d = params.head_dim;
     let head = params.head_offset + wg.y;
     let i0 = wg.x * BR;
     let i = i0 + t;
     let base = head * n * d;
-    let kvbase = kv_head(head) * n * d;  // K and V: the head's K/V head (GQA)
+    let kvbase = kv_head(head) * nk * d;  // K and V: the head's K/V head (GQA), M rows
     let causal = params.causal != 0u;
     let ninf = neg_inf();
     let qscale = params.scale * LOG2E; // scores in base 2: exp2 is the GPU's native exponential
@@ -66,11 +67,9 @@ fn main(
     var m = ninf;  // running max of this row's scores (base 2)
     var l = 0.0;   // running sum of exp2(score - m)
 
-    // Causal: rows i0..i0+BR-1 need keys 0..i0+BR-1 only; later blocks are skipped outright.
-    var kv_end = n;
-    if (causal) {
-        kv_end = min(n, i0 + BR);
-    }
+    // Causal: rows i0..i0+BR-1 need keys up to the diagonal of the last row only (causal_keys);
+    // later blocks are skipped outright.
+    let kv_end = causal_keys(i0 + BR);
     for (var j0 = 0u; j0 < kv_end; j0 += BC) {
         // The previous block's K/V must be fully consumed before they are overwritten.
         workgroupBarrier();
@@ -79,7 +78,7 @@ fn main(
             let c = e % (D4 * 4u);
             var kx = 0.0;
             var vx = 0.0;
-            if (j0 + r < n && c < d) {
+            if (j0 + r < nk && c < d) {
                 let ei = kvbase + (j0 + r) * d + c;
                 kx = load(k[ei / PACK], ei);
                 vx = load(v[ei / PACK], ei);
@@ -102,10 +101,10 @@ fn main(
             s2 += qk4(qv, 8u, c4);
             s3 += qk4(qv, 12u, c4);
         }
-        s0 = masked(s0, head, i, j0, 1u, n, causal, ninf);
-        s1 = masked(s1, head, i, j0 + 4u, 1u, n, causal, ninf);
-        s2 = masked(s2, head, i, j0 + 8u, 1u, n, causal, ninf);
-        s3 = masked(s3, head, i, j0 + 12u, 1u, n, causal, ninf);
+        s0 = masked(s0, head, i, j0, 1u, nk, causal, ninf);
+        s1 = masked(s1, head, i, j0 + 4u, 1u, nk, causal, ninf);
+        s2 = masked(s2, head, i, j0 + 8u, 1u, nk, causal, ninf);
+        s3 = masked(s3, head, i, j0 + 12u, 1u, nk, causal, ninf);
         let m_new = max(m, max(max(max4(s0), max4(s1)), max(max4(s2), max4(s3))));
 
         // Online softmax (tiled_mask.wgsl, online_step).

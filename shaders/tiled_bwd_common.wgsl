@@ -111,7 +111,9 @@ fn scores(head: u32, i0: u32, j0: u32, t: u32, n: u32, d: u32) -> Tile {
 // (base 2, plus the bias) minus L; 0 where the mask blocks or past N.
 fn prob(head: u32, i: u32, j: vec2<u32>, n: u32, s: vec2<f32>, il: u32) -> vec2<f32> {
     let causal = params.causal != 0u;
-    let ok = (j < vec2<u32>(n)) & vec2<bool>(i < n) & ((j <= vec2<u32>(i)) | vec2<bool>(!causal));
+    let diag = vec2<i32>(i32(i) + params.causal_off);
+    let ok = (j < vec2<u32>(params.kv_seq)) & vec2<bool>(i < n)
+        & ((vec2<i32>(j) <= diag) | vec2<bool>(!causal));
     var b = vec2<f32>(0.0);
     if (HAS_MASK) {
         b = vec2<f32>(mask_bias(head, i, j.x), mask_bias(head, i, j.y)) * LOG2E;
@@ -136,7 +138,9 @@ struct Share {
 
 // Q and dO (rows = true) or K and V (rows = false) of rows r0 .. r0+31 of query head `head`
 // (K and V: its K/V head), this thread's slots.
-fn fetch(rows: bool, head: u32, r0: u32, t: u32, n: u32, d: u32) -> Share {
+fn fetch(rows: bool, head: u32, r0: u32, t: u32, nq: u32, d: u32) -> Share {
+    // N query rows of Q, dO; M keys of K, V.
+    let n = select(params.kv_seq, nq, rows);
     let base = select(kv_head(head), head, rows) * n * d;
     var x: Share;
     x.a0 = fetch1(rows, false, base, r0, t, n, d);

@@ -46,7 +46,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     var dk0 = vec4<f32>(0.0); var dk1 = vec4<f32>(0.0); var dk2 = vec4<f32>(0.0); var dk3 = vec4<f32>(0.0);
     var dv0 = vec4<f32>(0.0); var dv1 = vec4<f32>(0.0); var dv2 = vec4<f32>(0.0); var dv3 = vec4<f32>(0.0);
     // Causal: rows before j0 see none of these keys.
-    let first = select(0u, j0, params.causal != 0u);
+    // Causal: the first query block whose rows see key j0 (row i sees keys up to i + causal_off).
+    var first = 0u;
+    if (params.causal != 0u) {
+        first = u32(clamp(i32(j0) - params.causal_off, 0, i32(n))) / BT * BT;
+    }
     for (var r = 0u; r < params.kv_group; r++) {
     let head = g0 + r;
     var next = fetch(true, head, first, t, n, d);
@@ -78,10 +82,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
     let c4 = tc;
     if (4u * c4 < d) {
-        store_kv(kvh, j0 + 4u * tr, c4, n, d, dk0, dv0);
-        store_kv(kvh, j0 + 4u * tr + 1u, c4, n, d, dk1, dv1);
-        store_kv(kvh, j0 + 4u * tr + 2u, c4, n, d, dk2, dv2);
-        store_kv(kvh, j0 + 4u * tr + 3u, c4, n, d, dk3, dv3);
+        store_kv(kvh, j0 + 4u * tr, c4, params.kv_seq, d, dk0, dv0);
+        store_kv(kvh, j0 + 4u * tr + 1u, c4, params.kv_seq, d, dk1, dv1);
+        store_kv(kvh, j0 + 4u * tr + 2u, c4, params.kv_seq, d, dk2, dv2);
+        store_kv(kvh, j0 + 4u * tr + 3u, c4, params.kv_seq, d, dk3, dv3);
     }
 }
 
@@ -93,6 +97,7 @@ fn put(row: u32, tc: u32, p: vec2<f32>, ds: vec2<f32>) {
     dss[row * 8u + 4u + tc / 4u][tc % 4u] = ds.y;
 }
 
+// Row j of dK and dV (of the n = M keys of K/V head `head`).
 fn store_kv(head: u32, j: u32, c4: u32, n: u32, d: u32, a: vec4<f32>, b: vec4<f32>) {
     if (j >= n) {
         return;

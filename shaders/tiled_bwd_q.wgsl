@@ -38,7 +38,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     stage_stats(head, i0, t, n);
 
     var dq0 = vec4<f32>(0.0); var dq1 = vec4<f32>(0.0); var dq2 = vec4<f32>(0.0); var dq3 = vec4<f32>(0.0);
-    let end = select(n, min(n, i0 + BT), params.causal != 0u);
+    // Keys these rows see: all M, or up to the causal diagonal of the block's last row.
+    let end = causal_keys(i0 + BT);
     var next = fetch(false, head, 0u, t, n, d);
     for (var j0 = 0u; j0 < end; j0 += BT) {
         // The previous block's K, V and dS are consumed (and Q, dO staged) before K, V go in.

@@ -62,6 +62,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
         @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sg: u32,
         @builtin(subgroup_invocation_id) lane: u32) {
     let n = params.seq;
+    let nk = params.kv_seq;  // keys (M)
     let d = params.head_dim;
     let head = params.head_offset + wg.y;
     let base = head * n * d;
@@ -107,27 +108,25 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     var m = ninf;  // the row's reference maximum (base 2)
     var l = 0.0;   // this lane's share of the row's sum of P, relative to m
 
-    var kv_end = n;
-    if (causal) {
-        kv_end = min(n, i0 + BR);
-    }
-    let kvb = kv_head(head) * n * d8;  // first element of this head's K/V head in k and v
+    // Keys this block's rows may see: all M, or up to the causal diagonal of its last row.
+    let kv_end = causal_keys(i0 + BR);
+    let kvb = kv_head(head) * nk * d8;  // first element of this head's K/V head in k and v
     var pk0 = vec4<u32>(0u); var pk1 = vec4<u32>(0u); var pk2 = vec4<u32>(0u); var pk3 = vec4<u32>(0u);
     var pv0 = vec4<u32>(0u); var pv1 = vec4<u32>(0u); var pv2 = vec4<u32>(0u); var pv3 = vec4<u32>(0u);
     if (PREFETCH != 0u) {
-        pk0 = ld_k(kvb, 0u, t, n, d8); pv0 = ld_v(kvb, 0u, t, n, d8);
-        if (iters > 1u) { pk1 = ld_k(kvb, 0u, t + 128u, n, d8); pv1 = ld_v(kvb, 0u, t + 128u, n, d8); }
-        if (iters > 2u) { pk2 = ld_k(kvb, 0u, t + 256u, n, d8); pv2 = ld_v(kvb, 0u, t + 256u, n, d8); }
-        if (iters > 3u) { pk3 = ld_k(kvb, 0u, t + 384u, n, d8); pv3 = ld_v(kvb, 0u, t + 384u, n, d8); }
+        pk0 = ld_k(kvb, 0u, t, nk, d8); pv0 = ld_v(kvb, 0u, t, nk, d8);
+        if (iters > 1u) { pk1 = ld_k(kvb, 0u, t + 128u, nk, d8); pv1 = ld_v(kvb, 0u, t + 128u, nk, d8); }
+        if (iters > 2u) { pk2 = ld_k(kvb, 0u, t + 256u, nk, d8); pv2 = ld_v(kvb, 0u, t + 256u, nk, d8); }
+        if (iters > 3u) { pk3 = ld_k(kvb, 0u, t + 384u, nk, d8); pv3 = ld_v(kvb, 0u, t + 384u, nk, d8); }
     }
     for (var j0 = 0u; j0 < kv_end; j0 += BC) {
         // 1. Stage K and V (the previous block must be consumed first).
         workgroupBarrier();
         if (PREFETCH == 0u) {
-            pk0 = ld_k(kvb, j0, t, n, d8); pv0 = ld_v(kvb, j0, t, n, d8);
-            if (iters > 1u) { pk1 = ld_k(kvb, j0, t + 128u, n, d8); pv1 = ld_v(kvb, j0, t + 128u, n, d8); }
-            if (iters > 2u) { pk2 = ld_k(kvb, j0, t + 256u, n, d8); pv2 = ld_v(kvb, j0, t + 256u, n, d8); }
-            if (iters > 3u) { pk3 = ld_k(kvb, j0, t + 384u, n, d8); pv3 = ld_v(kvb, j0, t + 384u, n, d8); }
+            pk0 = ld_k(kvb, j0, t, nk, d8); pv0 = ld_v(kvb, j0, t, nk, d8);
+            if (iters > 1u) { pk1 = ld_k(kvb, j0, t + 128u, nk, d8); pv1 = ld_v(kvb, j0, t + 128u, nk, d8); }
+            if (iters > 2u) { pk2 = ld_k(kvb, j0, t + 256u, nk, d8); pv2 = ld_v(kvb, j0, t + 256u, nk, d8); }
+            if (iters > 3u) { pk3 = ld_k(kvb, j0, t + 384u, nk, d8); pv3 = ld_v(kvb, j0, t + 384u, nk, d8); }
         }
         stage(t, d8, pk0, pv0);
         if (iters > 1u) { stage(t + 128u, d8, pk1, pv1); }
@@ -136,12 +135,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
         workgroupBarrier();
         let jn = j0 + BC;
         if (PREFETCH != 0u && jn < kv_end) {
-            pk0 = ld_k(kvb, jn, t, n, d8); pv0 = ld_v(kvb, jn, t, n, d8);
-            if (iters > 1u) { pk1 = ld_k(kvb, jn, t + 128u, n, d8); pv1 = ld_v(kvb, jn, t + 128u, n, d8); }
-            if (iters > 2u) { pk2 = ld_k(kvb, jn, t + 256u, n, d8); pv2 = ld_v(kvb, jn, t + 256u, n, d8); }
-            if (iters > 3u) { pk3 = ld_k(kvb, jn, t + 384u, n, d8); pv3 = ld_v(kvb, jn, t + 384u, n, d8); }
+            pk0 = ld_k(kvb, jn, t, nk, d8); pv0 = ld_v(kvb, jn, t, nk, d8);
+            if (iters > 1u) { pk1 = ld_k(kvb, jn, t + 128u, nk, d8); pv1 = ld_v(kvb, jn, t + 128u, nk, d8); }
+            if (iters > 2u) { pk2 = ld_k(kvb, jn, t + 256u, nk, d8); pv2 = ld_v(kvb, jn, t + 256u, nk, d8); }
+            if (iters > 3u) { pk3 = ld_k(kvb, jn, t + 384u, nk, d8); pv3 = ld_v(kvb, jn, t + 384u, nk, d8); }
         }
-        if (causal && j0 > r0 + 15u) {
+        if (causal && i32(j0) > i32(r0 + 15u) + params.causal_off) {
             continue;  // every key of the block is above this subgroup's rows
         }
 
@@ -149,17 +148,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
         s_half(0u, d16, fb, qa0, qa1, qa2, qa3, zero);
         subgroupBarrier();
         let kb = j0 + half;
-        let x0 = masked(ld_s(fb, half, row, 0u) * qscale, head, i, kb, 2u, n, causal, ninf);
-        let x1 = masked(ld_s(fb, half, row, 8u) * qscale, head, i, kb + 8u, 2u, n, causal, ninf);
-        let x2 = masked(ld_s(fb, half, row, 16u) * qscale, head, i, kb + 16u, 2u, n, causal, ninf);
-        let x3 = masked(ld_s(fb, half, row, 24u) * qscale, head, i, kb + 24u, 2u, n, causal, ninf);
+        let x0 = masked(ld_s(fb, half, row, 0u) * qscale, head, i, kb, 2u, nk, causal, ninf);
+        let x1 = masked(ld_s(fb, half, row, 8u) * qscale, head, i, kb + 8u, 2u, nk, causal, ninf);
+        let x2 = masked(ld_s(fb, half, row, 16u) * qscale, head, i, kb + 16u, 2u, nk, causal, ninf);
+        let x3 = masked(ld_s(fb, half, row, 24u) * qscale, head, i, kb + 24u, 2u, nk, causal, ninf);
         subgroupBarrier();
         s_half(1u, d16, fb, qa0, qa1, qa2, qa3, zero);
         subgroupBarrier();
-        let x4 = masked(ld_s(fb, half, row, 0u) * qscale, head, i, kb + 32u, 2u, n, causal, ninf);
-        let x5 = masked(ld_s(fb, half, row, 8u) * qscale, head, i, kb + 40u, 2u, n, causal, ninf);
-        let x6 = masked(ld_s(fb, half, row, 16u) * qscale, head, i, kb + 48u, 2u, n, causal, ninf);
-        let x7 = masked(ld_s(fb, half, row, 24u) * qscale, head, i, kb + 56u, 2u, n, causal, ninf);
+        let x4 = masked(ld_s(fb, half, row, 0u) * qscale, head, i, kb + 32u, 2u, nk, causal, ninf);
+        let x5 = masked(ld_s(fb, half, row, 8u) * qscale, head, i, kb + 40u, 2u, nk, causal, ninf);
+        let x6 = masked(ld_s(fb, half, row, 16u) * qscale, head, i, kb + 48u, 2u, nk, causal, ninf);
+        let x7 = masked(ld_s(fb, half, row, 24u) * qscale, head, i, kb + 56u, 2u, nk, causal, ninf);
         var bm = max(max(max(max4(x0), max4(x1)), max(max4(x2), max4(x3))),
                      max(max(max4(x4), max4(x5)), max(max4(x6), max4(x7))));
         bm = max(bm, subgroupShuffleXor(bm, 16u));

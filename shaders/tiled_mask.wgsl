@@ -1,11 +1,13 @@
 // tiled_mask.wgsl — score masking and the online-softmax step shared by tiled.wgsl and
 // tiled_coop.wgsl (appended to them by `kernel!(.. + "tiled_mask.wgsl", ..)`; they define LOG2E).
 
-// Scores (base 2) of row i with keys j, j + step, j + 2 step, j + 3 step: -inf past N or above the
-// diagonal, plus the mask bias (in base 2, like the scores) when the problem has one.
-fn masked(s: vec4<f32>, head: u32, i: u32, j: u32, step: u32, n: u32, causal: bool, ninf: f32) -> vec4<f32> {
+// Scores (base 2) of row i with keys j, j + step, j + 2 step, j + 3 step: -inf past the m keys or
+// above the causal diagonal (j > i + causal_off), plus the mask bias (in base 2, like the scores)
+// when the problem has one.
+fn masked(s: vec4<f32>, head: u32, i: u32, j: u32, step: u32, m: u32, causal: bool, ninf: f32) -> vec4<f32> {
     let jv = vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u) * step;
-    let allowed = (jv < vec4<u32>(n)) & ((jv <= vec4<u32>(i)) | vec4<bool>(!causal));
+    let diag = vec4<i32>(i32(i) + params.causal_off);
+    let allowed = (jv < vec4<u32>(m)) & ((vec4<i32>(jv) <= diag) | vec4<bool>(!causal));
     var b = vec4<f32>(0.0);
     if (HAS_MASK) {
         b = vec4<f32>(mask_bias(head, i, jv.x), mask_bias(head, i, jv.y),

@@ -49,11 +49,12 @@ var<workgroup> pt: array<vec4<f32>, 256>;   // [key][ty]: probabilities of rows 
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let n = params.seq;
+    let nk = params.kv_seq;  // keys (M)
     let d = params.head_dim;
     let head = params.head_offset + wg.y;
     let i0 = wg.x * BR;
     let base = head * n * d;
-    let kvbase = kv_head(head) * n * d;  // K and V: the head's K/V head (GQA)
+    let kvbase = kv_head(head) * nk * d;  // K and V: the head's K/V head (GQA), M rows
     let causal = params.causal != 0u;
     let ninf = neg_inf();
     let ty = t / 4u;
@@ -81,20 +82,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     var o20 = vec4<f32>(0.0); var o21 = vec4<f32>(0.0); var o22 = vec4<f32>(0.0); var o23 = vec4<f32>(0.0);
     var o30 = vec4<f32>(0.0); var o31 = vec4<f32>(0.0); var o32 = vec4<f32>(0.0); var o33 = vec4<f32>(0.0);
 
-    var kv_end = n;
-    if (causal) {
-        kv_end = min(n, i0 + BR);
-    }
+    // Keys this block's rows may see: all M, or up to the causal diagonal of its last row.
+    let kv_end = causal_keys(i0 + BR);
     // K and V are double-buffered through registers: thread t holds column t of the next block's
     // 16 key rows (kf*, vf* below) while the current block is computed, so the global loads' latency
     // hides behind the arithmetic instead of stalling the workgroup at the barrier.
     var kf0 = vec4<f32>(0.0); var kf1 = vec4<f32>(0.0); var kf2 = vec4<f32>(0.0); var kf3 = vec4<f32>(0.0);
     var vf0 = vec4<f32>(0.0); var vf1 = vec4<f32>(0.0); var vf2 = vec4<f32>(0.0); var vf3 = vec4<f32>(0.0);
     if (PREFETCH && 0u < kv_end) {
-        kf0 = kv4(false, kvbase, 0u, t, n, d); kf1 = kv4(false, kvbase, 4u, t, n, d);
-        kf2 = kv4(false, kvbase, 8u, t, n, d); kf3 = kv4(false, kvbase, 12u, t, n, d);
-        vf0 = kv4(true, kvbase, 0u, t, n, d); vf1 = kv4(true, kvbase, 4u, t, n, d);
-        vf2 = kv4(true, kvbase, 8u, t, n, d); vf3 = kv4(true, kvbase, 12u, t, n, d);
+        kf0 = kv4(false, kvbase, 0u, t, nk, d); kf1 = kv4(false, kvbase, 4u, t, nk, d);
+        kf2 = kv4(false, kvbase, 8u, t, nk, d); kf3 = kv4(false, kvbase, 12u, t, nk, d);
+        vf0 = kv4(true, kvbase, 0u, t, nk, d); vf1 = kv4(true, kvbase, 4u, t, nk, d);
+        vf2 = kv4(true, kvbase, 8u, t, nk, d); vf3 = kv4(true, kvbase, 12u, t, nk, d);
     }
     for (var j0 = 0u; j0 < kv_end; j0 += BC) {
         // The previous block's K, V and P must be consumed before they are overwritten.
@@ -110,7 +109,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
                 let c = e % 64u;
                 var kx = 0.0;
                 var vx = 0.0;
-                if (j0 + r < n && c < d) {
+                if (j0 + r < nk && c < d) {
                     let ei = kvbase + (j0 + r) * d + c;
                     kx = load(k[ei / PACK], ei);
                     vx = load(v[ei / PACK], ei);
@@ -123,10 +122,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         // Issue the next block's loads now; they complete while this block is computed.
         let jn = j0 + BC;
         if (PREFETCH && jn < kv_end) {
-            kf0 = kv4(false, kvbase, jn, t, n, d); kf1 = kv4(false, kvbase, jn + 4u, t, n, d);
-            kf2 = kv4(false, kvbase, jn + 8u, t, n, d); kf3 = kv4(false, kvbase, jn + 12u, t, n, d);
-            vf0 = kv4(true, kvbase, jn, t, n, d); vf1 = kv4(true, kvbase, jn + 4u, t, n, d);
-            vf2 = kv4(true, kvbase, jn + 8u, t, n, d); vf3 = kv4(true, kvbase, jn + 12u, t, n, d);
+            kf0 = kv4(false, kvbase, jn, t, nk, d); kf1 = kv4(false, kvbase, jn + 4u, t, nk, d);
+            kf2 = kv4(false, kvbase, jn + 8u, t, nk, d); kf3 = kv4(false, kvbase, jn + 12u, t, nk, d);
+            vf0 = kv4(true, kvbase, jn, t, nk, d); vf1 = kv4(true, kvbase, jn + 4u, t, nk, d);
+            vf2 = kv4(true, kvbase, jn + 8u, t, nk, d); vf3 = kv4(true, kvbase, jn + 12u, t, nk, d);
         }
 
         // S tile: s<r>[c] = score of row ty + 16r with key tx + 4c.
@@ -149,10 +148,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
             s3 += vec4<f32>(dot(q3, k0), dot(q3, k1), dot(q3, k2), dot(q3, k3));
         }
         // This thread's keys are j0 + tx + 4c (c = 0..3): `masked` (tiled_mask.wgsl) with step 4.
-        s0 = masked(s0, head, rows.x, j0 + tx, 4u, n, causal, ninf);
-        s1 = masked(s1, head, rows.y, j0 + tx, 4u, n, causal, ninf);
-        s2 = masked(s2, head, rows.z, j0 + tx, 4u, n, causal, ninf);
-        s3 = masked(s3, head, rows.w, j0 + tx, 4u, n, causal, ninf);
+        s0 = masked(s0, head, rows.x, j0 + tx, 4u, nk, causal, ninf);
+        s1 = masked(s1, head, rows.y, j0 + tx, 4u, nk, causal, ninf);
+        s2 = masked(s2, head, rows.z, j0 + tx, 4u, nk, causal, ninf);
+        s3 = masked(s3, head, rows.w, j0 + tx, 4u, nk, causal, ninf);
 
         // Row maxima: this thread's 4 keys, then the 4 threads that share the rows.
         let m_new = max(m, row_max(vec4<f32>(max4(s0), max4(s1), max4(s2), max4(s3)), t));

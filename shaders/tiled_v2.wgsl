@@ -60,6 +60,7 @@ fn main(
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
     let n = params.seq;
+    let nk = params.kv_seq;  // keys (M)
     let d = select(params.head_dim, HD, HD != 0u);
     let head = params.head_offset + wg.y;
     let i0 = wg.x * BR;
@@ -94,26 +95,24 @@ fn main(
     var o20 = vec4<f32>(0.0); var o21 = vec4<f32>(0.0);
     var o30 = vec4<f32>(0.0); var o31 = vec4<f32>(0.0);
 
-    var kv_end = n;
-    if (causal) {
-        kv_end = min(n, i0 + BR);
-    }
+    // Keys this block's rows may see: all M, or up to the causal diagonal of its last row.
+    let kv_end = causal_keys(i0 + BR);
     // This thread's words of the K and V block being staged (see fetch_kv).
     var kr: array<vec4<u32>, KV_MAX>;
     var vr: array<vec4<u32>, KV_MAX>;
     if (PREFETCH != 0u) {
-        fetch_kv(kv_head(head), n, 0u, t, wpr, &kr, &vr);
+        fetch_kv(kv_head(head), nk, 0u, t, wpr, &kr, &vr);
     }
     for (var j0 = 0u; j0 < kv_end; j0 += BC) {
         // The previous block's K and V must be consumed before they are overwritten.
         workgroupBarrier();
         if (PREFETCH == 0u) {
-            fetch_kv(kv_head(head), n, j0, t, wpr, &kr, &vr);
+            fetch_kv(kv_head(head), nk, j0, t, wpr, &kr, &vr);
         }
         stage_kv(kc, t, wpr, &kr, &vr);
         workgroupBarrier();
         if (PREFETCH != 0u && j0 + BC < kv_end) {
-            fetch_kv(kv_head(head), n, j0 + BC, t, wpr, &kr, &vr);
+            fetch_kv(kv_head(head), nk, j0 + BC, t, wpr, &kr, &vr);
         }
 
         // S = Q·Kᵀ: s<r><h> = scores of row 4ty + r with keys 32h + 4tx .. +3.
@@ -131,18 +130,18 @@ fn main(
             }
         }
         // Only blocks that cross the diagonal or N, or all of them with a mask bias, are masked.
-        if (HAS_MASK || j0 + BC > n || (causal && j0 + BC > i0 + 1u)) {
+        if (HAS_MASK || j0 + BC > nk || (causal && i32(j0 + BC) > i32(i0 + 1u) + params.causal_off)) {
             let i = i0 + 4u * ty;
             let jk = j0 + 4u * tx;
-            s00 = masked(s00, head, i, jk, 1u, n, causal, ninf);
-            s10 = masked(s10, head, i + 1u, jk, 1u, n, causal, ninf);
-            s20 = masked(s20, head, i + 2u, jk, 1u, n, causal, ninf);
-            s30 = masked(s30, head, i + 3u, jk, 1u, n, causal, ninf);
+            s00 = masked(s00, head, i, jk, 1u, nk, causal, ninf);
+            s10 = masked(s10, head, i + 1u, jk, 1u, nk, causal, ninf);
+            s20 = masked(s20, head, i + 2u, jk, 1u, nk, causal, ninf);
+            s30 = masked(s30, head, i + 3u, jk, 1u, nk, causal, ninf);
             if (two) {
-                s01 = masked(s01, head, i, jk + 32u, 1u, n, causal, ninf);
-                s11 = masked(s11, head, i + 1u, jk + 32u, 1u, n, causal, ninf);
-                s21 = masked(s21, head, i + 2u, jk + 32u, 1u, n, causal, ninf);
-                s31 = masked(s31, head, i + 3u, jk + 32u, 1u, n, causal, ninf);
+                s01 = masked(s01, head, i, jk + 32u, 1u, nk, causal, ninf);
+                s11 = masked(s11, head, i + 1u, jk + 32u, 1u, nk, causal, ninf);
+                s21 = masked(s21, head, i + 2u, jk + 32u, 1u, nk, causal, ninf);
+                s31 = masked(s31, head, i + 3u, jk + 32u, 1u, nk, causal, ninf);
             } else {
                 s01 = vec4<f32>(ninf); s11 = vec4<f32>(ninf);
                 s21 = vec4<f32>(ninf); s31 = vec4<f32>(ninf);
@@ -239,7 +238,7 @@ fn main(
 // This thread's words of key block j0 of K/V head `head`: word w = t + 128i of the block, i.e. key w % BC and word
 // w / BC of its row for K (consecutive threads, consecutive keys: the transposed stores of
 // stage_kv hit consecutive banks) and key w / wpr, word w % wpr for V (consecutive words). Keys
-// past N read as zero words (0.0 in every dtype).
+// past the n (= M) keys read as zero words (0.0 in every dtype).
 fn fetch_kv(head: u32, n: u32, j0: u32, t: u32, wpr: u32,
             kr: ptr<function, array<vec4<u32>, KV_MAX>>,
             vr: ptr<function, array<vec4<u32>, KV_MAX>>) {

@@ -53,20 +53,25 @@ impl Semantics {
     }
 }
 
-/// Checks the explicit mask's shape against the problem: `[N, N]`, `[B, 1, N, N]` or
-/// `[B, H, N, N]`. Returns (Bm, Hm).
+/// Checks the explicit mask's shape against the problem: `[N, M]`, `[B, 1, N, M]` or
+/// `[B, H, N, M]`. Returns (Bm, Hm).
 pub fn check_shape(p: &Problem, shape: &[u64], what: &str) -> Result<(u32, u32)> {
-    let (b, h, n) = (p.batch as u64, p.heads as u64, p.seq as u64);
+    let (b, h, n, m) = (
+        p.batch as u64,
+        p.heads as u64,
+        p.seq as u64,
+        p.kv_seq as u64,
+    );
     let bad = || {
         Err(Error::InvalidProblem(format!(
-            "{what}: expected shape [{n}, {n}] or [{b}, {h}, {n}, {n}], with 1 for B or H to \
-             broadcast (N={n}, B={b}, H={h}), got {shape:?}"
+            "{what}: expected shape [{n}, {m}] or [{b}, {h}, {n}, {m}], with 1 for B or H to \
+             broadcast (N={n}, M={m}, B={b}, H={h}), got {shape:?}"
         )))
     };
     match shape {
-        [x, y] if *x == n && *y == n => Ok((1, 1)),
+        [x, y] if *x == n && *y == m => Ok((1, 1)),
         [bb, hh, x, y]
-            if (*bb == 1 || *bb == b) && (*hh == 1 || *hh == h) && *x == n && *y == n =>
+            if (*bb == 1 || *bb == b) && (*hh == 1 || *hh == h) && *x == n && *y == m =>
         {
             Ok((*bb as u32, *hh as u32))
         }
@@ -84,7 +89,8 @@ pub fn normalize(
     key_padding: Option<&[u32]>,
 ) -> Result<()> {
     let n = p.seq as usize;
-    let nn = n * n;
+    let m = p.kv_seq as usize;
+    let nn = n * m;
     let mut desc = MaskDesc {
         kind: MaskKind::None,
         ..Default::default()
@@ -97,10 +103,10 @@ pub fn normalize(
                 p.batch
             )));
         }
-        if let Some(bad) = kp.iter().find(|&&l| l > p.seq) {
+        if let Some(bad) = kp.iter().find(|&&l| l > p.kv_seq) {
             return Err(Error::InvalidProblem(format!(
-                "--key-padding length {bad} exceeds N={} (lengths {kp:?})",
-                p.seq
+                "--key-padding length {bad} exceeds the {} keys (M; lengths {kp:?})",
+                p.kv_seq
             )));
         }
         desc.key_padding = Some(kp.to_vec());
@@ -170,8 +176,8 @@ pub fn normalize(
                     &base[(b * hm as usize + h) * nn..(b * hm as usize + h + 1) * nn]
                 };
                 for i in 0..n {
-                    for j in 0..n {
-                        let v = src[i * n + j];
+                    for j in 0..m {
+                        let v = src[i * m + j];
                         out.push(if j >= len as usize {
                             f32::NEG_INFINITY
                         } else {
@@ -199,11 +205,11 @@ pub fn normalize(
 pub fn bias_at(p: &Problem, x: &Inputs, bh: u64, i: u64, j: u64) -> f32 {
     match (p.mask.bias, &x.bias) {
         (Some(l), Some(b)) => {
-            let n = p.seq as u64;
+            let (n, m) = (p.seq as u64, p.kv_seq as u64);
             let (bb, hh) = (bh / p.heads as u64, bh % p.heads as u64);
             let bi = if l.batch == 1 { 0 } else { bb };
             let hi = if l.heads == 1 { 0 } else { hh };
-            b[(((bi * l.heads as u64 + hi) * n + i) * n + j) as usize]
+            b[(((bi * l.heads as u64 + hi) * n + i) * m + j) as usize]
         }
         _ => 0.0,
     }

@@ -83,6 +83,12 @@ pub struct Params {
     pub drop_key: [u32; 2],
     /// H / Hkv: global query head g reads K/V head g / kv_group (grouped-query attention).
     pub kv_group: u32,
+    /// M: keys per head (`seq` is N, the query rows).
+    pub kv_seq: u32,
+    /// The causal rule: key j takes part in row i iff j <= i + causal_off (0 top-left, M - N
+    /// bottom-right).
+    pub causal_off: i32,
+    pub _pad: [u32; 2],
 }
 
 impl Params {
@@ -103,6 +109,9 @@ impl Params {
             drop_scale: 1.0,
             drop_key: [0, 0],
             kv_group: 1,
+            kv_seq: seq,
+            causal_off: 0,
+            _pad: [0; 2],
         }
     }
 
@@ -111,6 +120,8 @@ impl Params {
         let mut x = Params::new(p.bh() as u32, p.seq, p.head_dim, p.causal, p.scale);
         x.heads_per_batch = p.heads;
         x.kv_group = p.group();
+        x.kv_seq = p.kv_seq;
+        x.causal_off = p.causal_offset() as i32;
         if let Some(l) = p.mask.bias {
             x.mask_hstride = if l.heads == 1 { 0 } else { 1 };
             x.mask_bstride = if l.batch == 1 { 0 } else { l.heads };
@@ -446,7 +457,7 @@ mod tests {
     }
 
     #[test]
-    fn params_is_64_bytes() {
-        assert_eq!(std::mem::size_of::<Params>(), 64);
+    fn params_is_80_bytes() {
+        assert_eq!(std::mem::size_of::<Params>(), 80);
     }
 }

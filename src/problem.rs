@@ -207,10 +207,16 @@ pub struct Problem {
     /// K/V heads Hkv (`--kv-heads`, default H): H a multiple of Hkv; query head h reads K/V head
     /// h / (H / Hkv), as SDPA's `enable_gqa=True` (grouped-query attention; Hkv = 1 is MQA).
     pub kv_heads: u32,
+    /// N: query rows.
     pub seq: u32,
+    /// M: keys (`--kv-seq`, default N): Q is [B, H, N, D], K and V [B, Hkv, M, D].
+    pub kv_seq: u32,
     pub head_dim: u32,
-    /// Top-left aligned causal mask (key j takes part in query row i iff j <= i), as SDPA's `is_causal`.
+    /// The causal mask: key j takes part in query row i iff j <= i + [`Problem::causal_offset`]
+    /// (0 for `causal_align` top-left, SDPA's `is_causal`; M - N for bottom-right).
     pub causal: bool,
+    /// Where the causal diagonal sits when N != M (`--causal top-left|bottom-right`).
+    pub causal_align: CausalAlign,
     pub scale: f32,
     pub dtype: DType,
     pub seed: u64,
@@ -267,6 +273,37 @@ impl Mode {
     }
 }
 
+/// The alignment of the causal mask when N != M, named as PyTorch names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CausalAlign {
+    /// `tril` of the N x M matrix: key j takes part in row i iff j <= i (SDPA's `is_causal`).
+    #[default]
+    TopLeft,
+    /// `torch.nn.attention.bias.causal_lower_right`: j <= i + M - N, the last query row sees
+    /// every key (FlashAttention's convention, KV-cache decode).
+    BottomRight,
+}
+
+impl CausalAlign {
+    pub fn parse(s: &str) -> Result<CausalAlign> {
+        match s.to_ascii_lowercase().as_str() {
+            "top-left" => Ok(CausalAlign::TopLeft),
+            "bottom-right" => Ok(CausalAlign::BottomRight),
+            _ => Err(Error::InvalidProblem(format!(
+                "--causal `{s}` is unknown (expected top-left: SDPA's is_causal, or \
+                 bottom-right: causal_lower_right)"
+            ))),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            CausalAlign::TopLeft => "top-left",
+            CausalAlign::BottomRight => "bottom-right",
+        }
+    }
+}
+
 /// Largest sequence length and head dimension accepted at all (the adapter may refuse smaller ones).
 pub const MAX_SEQ: u32 = 1 << 20;
 pub const MAX_HEAD_DIM: u32 = 256;
@@ -279,6 +316,8 @@ impl Problem {
             heads,
             kv_heads: heads,
             seq,
+            kv_seq: seq,
+            causal_align: CausalAlign::TopLeft,
             head_dim,
             causal,
             scale: 1.0 / (head_dim.max(1) as f32).sqrt(),
@@ -334,6 +373,15 @@ impl Problem {
         if self.seq > MAX_SEQ {
             return bad(format!("--seq {} exceeds the maximum {MAX_SEQ}", self.seq));
         }
+        if self.kv_seq == 0 {
+            return bad("--kv-seq must be at least 1 (got 0)".into());
+        }
+        if self.kv_seq > MAX_SEQ {
+            return bad(format!(
+                "--kv-seq {} exceeds the maximum {MAX_SEQ}",
+                self.kv_seq
+            ));
+        }
         if self.head_dim == 0 {
             return bad("--head-dim must be at least 1 (got 0)".into());
         }
@@ -371,14 +419,37 @@ impl Problem {
         ]
     }
 
-    /// `[B, Hkv, N, D]`: the shape of K, V, dK and dV.
+    /// `[B, Hkv, M, D]`: the shape of K, V, dK and dV.
     pub fn kv_shape(&self) -> [u64; 4] {
         [
             self.batch as u64,
             self.kv_heads as u64,
-            self.seq as u64,
+            self.kv_seq as u64,
             self.head_dim as u64,
         ]
+    }
+
+    /// The causal rule's offset: key j takes part in row i iff j <= i + offset (0 top-left, M - N
+    /// bottom-right; 0 without causal, where it is unused).
+    pub fn causal_offset(&self) -> i64 {
+        match (self.causal, self.causal_align) {
+            (true, CausalAlign::BottomRight) => self.kv_seq as i64 - self.seq as i64,
+            _ => 0,
+        }
+    }
+
+    /// Whether the causal rule lets key j take part in row i (always without causal).
+    pub fn causal_allows(&self, i: u64, j: u64) -> bool {
+        !self.causal || j as i64 <= i as i64 + self.causal_offset()
+    }
+
+    /// Keys 0..k that the causal rule lets row i see: M, or i + offset + 1 clamped to 0..=M.
+    pub fn keys_for_row(&self, i: u64) -> u64 {
+        if self.causal {
+            (i as i64 + self.causal_offset() + 1).clamp(0, self.kv_seq as i64) as u64
+        } else {
+            self.kv_seq as u64
+        }
     }
 
     /// H / Hkv: the query heads that share one K/V head.
@@ -386,9 +457,9 @@ impl Problem {
         self.heads / self.kv_heads.max(1)
     }
 
-    /// Elements in one of K, V (and dK, dV): B*Hkv*N*D.
+    /// Elements in one of K, V (and dK, dV): B*Hkv*M*D.
     pub fn kv_elems(&self) -> u64 {
-        self.batch as u64 * self.kv_heads as u64 * self.seq as u64 * self.head_dim as u64
+        self.batch as u64 * self.kv_heads as u64 * self.kv_seq as u64 * self.head_dim as u64
     }
     pub fn kv_bytes(&self) -> u64 {
         self.kv_elems() * self.dtype.bytes()
@@ -405,27 +476,27 @@ impl Problem {
     pub fn qkv_bytes(&self) -> u64 {
         self.qkv_elems() * self.dtype.bytes()
     }
-    /// Elements of one N x N score matrix over all heads.
+    /// Elements of the N x M score matrices over all heads.
     pub fn scores_elems(&self) -> u64 {
-        self.bh() * self.seq as u64 * self.seq as u64
+        self.bh() * self.seq as u64 * self.kv_seq as u64
     }
     /// Bytes of the normalized mask bias buffer (0 without one).
     pub fn bias_bytes(&self) -> u64 {
         self.mask.bias.map_or(0, |b| {
-            b.batch as u64 * b.heads as u64 * self.seq as u64 * self.seq as u64 * 4
+            b.batch as u64 * b.heads as u64 * self.seq as u64 * self.kv_seq as u64 * 4
         })
     }
     /// Whether any mask at all applies (causal, explicit or key padding).
     pub fn masked(&self) -> bool {
         self.causal || self.mask.bias.is_some()
     }
-    /// Number of (query, key) pairs that take part: N^2 per head, or N(N+1)/2 when causal.
+    /// Number of (query, key) pairs the causal rule lets take part per head: N·M, or the sum of
+    /// each row's keys when causal (N(N+1)/2 for N = M).
     pub fn allowed_pairs_per_head(&self) -> u64 {
-        let n = self.seq as u64;
         if self.causal {
-            n * (n + 1) / 2
+            (0..self.seq as u64).map(|i| self.keys_for_row(i)).sum()
         } else {
-            n * n
+            self.seq as u64 * self.kv_seq as u64
         }
     }
     pub fn shape_string(&self) -> String {
@@ -436,8 +507,16 @@ impl Problem {
             self.seq,
             self.head_dim,
             self.dtype.name(),
-            if self.causal { "causal" } else { "non-causal" }
+            match (self.causal, self.causal_align) {
+                (false, _) => "non-causal",
+                (true, _) if self.kv_seq == self.seq => "causal",
+                (true, CausalAlign::TopLeft) => "causal (top-left)",
+                (true, CausalAlign::BottomRight) => "causal (bottom-right)",
+            }
         );
+        if self.kv_seq != self.seq {
+            s += &format!(" M={}", self.kv_seq);
+        }
         if self.mask.kind != MaskKind::None {
             s += &format!(
                 " mask={}{:?}/{}",

@@ -28,9 +28,9 @@ pub fn reference_row_with(p: &Problem, x: &Inputs, row: RowId, sem: Semantics) -
     let n = p.seq as usize;
     let d = p.head_dim as usize;
     let base = row.bh as usize * n * d;
-    let kbase = (row.bh / p.group() as u64) as usize * n * d;
+    let kbase = (row.bh / p.group() as u64) as usize * p.kv_seq as usize * d;
     let q = &x.q[base + row.i as usize * d..base + (row.i as usize + 1) * d];
-    let keys = if p.causal { row.i as usize + 1 } else { n };
+    let keys = p.keys_for_row(row.i) as usize;
     let scale = p.scale as f64;
     let mut s = Vec::with_capacity(keys);
     for j in 0..keys {
@@ -77,9 +77,9 @@ pub fn low_precision_row(p: &Problem, x: &Inputs, row: RowId, sem: Semantics) ->
     let n = p.seq as usize;
     let d = p.head_dim as usize;
     let base = row.bh as usize * n * d;
-    let kbase = (row.bh / p.group() as u64) as usize * n * d;
+    let kbase = (row.bh / p.group() as u64) as usize * p.kv_seq as usize * d;
     let q = &x.q[base + row.i as usize * d..base + (row.i as usize + 1) * d];
-    let keys = if p.causal { row.i as usize + 1 } else { n };
+    let keys = p.keys_for_row(row.i) as usize;
     let mut s = Vec::with_capacity(keys);
     for j in 0..keys {
         let k = &x.k[kbase + j * d..kbase + (j + 1) * d];
@@ -162,15 +162,16 @@ pub struct GroupGrads {
 /// the stored output (for one key, dS is then the rounding of O rather than exactly 0).
 pub fn backward_group(p: &Problem, x: &Inputs, kvh: u64, sem: Semantics, lp: bool) -> GroupGrads {
     let n = p.seq as usize;
+    let m = p.kv_seq as usize;
     let d = p.head_dim as usize;
     let group = p.group() as u64;
-    let kbase = kvh as usize * n * d;
+    let kbase = kvh as usize * m * d;
     let d_o = x
         .d_o
         .as_deref()
         .expect("a training problem's inputs hold dO");
-    let rows = |t: &'_ [f32], base: usize| -> Vec<Vec<f64>> {
-        (0..n)
+    let rows = |t: &'_ [f32], base: usize, count: usize| -> Vec<Vec<f64>> {
+        (0..count)
             .map(|i| {
                 t[base + i * d..base + (i + 1) * d]
                     .iter()
@@ -179,7 +180,7 @@ pub fn backward_group(p: &Problem, x: &Inputs, kvh: u64, sem: Semantics, lp: boo
             })
             .collect()
     };
-    let (k, v) = (rows(&x.k, kbase), rows(&x.v, kbase));
+    let (k, v) = (rows(&x.k, kbase, m), rows(&x.v, kbase, m));
     // f32 arithmetic (twin) or f64; rounding to the storage dtype (twin) or none.
     let f = |a: f64| if lp { a as f32 as f64 } else { a };
     let r = |a: f64| {
@@ -192,18 +193,18 @@ pub fn backward_group(p: &Problem, x: &Inputs, kvh: u64, sem: Semantics, lp: boo
     let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).fold(0.0, |acc, (x, y)| f(acc + x * y));
     let scale = p.scale as f64;
     let drop = p.dropout();
-    let mut dk = vec![0.0f64; n * d];
-    let mut dv = vec![0.0f64; n * d];
+    let mut dk = vec![0.0f64; m * d];
+    let mut dv = vec![0.0f64; m * d];
     let mut dqs = Vec::new();
     for bh in kvh * group..(kvh + 1) * group {
         let base = bh as usize * n * d;
-        let (q, g) = (rows(&x.q, base), rows(d_o, base));
-        let mut pm = vec![0.0f64; n * n];
-        let mut allowed = vec![false; n * n];
+        let (q, g) = (rows(&x.q, base, n), rows(d_o, base, n));
+        let mut pm = vec![0.0f64; n * m];
+        let mut allowed = vec![false; n * m];
         for i in 0..n {
             let mut mx = f64::NEG_INFINITY;
-            for j in 0..n {
-                let b = if p.causal && j > i {
+            for j in 0..m {
+                let b = if !p.causal_allows(i as u64, j as u64) {
                     f64::NEG_INFINITY
                 } else {
                     bias_at(p, x, bh, i as u64, j as u64) as f64
@@ -211,9 +212,9 @@ pub fn backward_group(p: &Problem, x: &Inputs, kvh: u64, sem: Semantics, lp: boo
                 if b == f64::NEG_INFINITY {
                     continue;
                 }
-                allowed[i * n + j] = true;
+                allowed[i * m + j] = true;
                 let s = f(f(dot(&q[i], &k[j]) * scale) + b);
-                pm[i * n + j] = s;
+                pm[i * m + j] = s;
                 mx = mx.max(s);
             }
             if mx == f64::NEG_INFINITY {
@@ -221,20 +222,20 @@ pub fn backward_group(p: &Problem, x: &Inputs, kvh: u64, sem: Semantics, lp: boo
                     Semantics::Zero => 0.0,
                     Semantics::Nan => f64::NAN,
                 };
-                pm[i * n..(i + 1) * n].fill(fill);
+                pm[i * m..(i + 1) * m].fill(fill);
                 continue;
             }
             let mut sum = 0.0;
-            for j in 0..n {
-                if allowed[i * n + j] {
-                    pm[i * n + j] = f((pm[i * n + j] - mx).exp());
-                    sum = f(sum + pm[i * n + j]);
+            for j in 0..m {
+                if allowed[i * m + j] {
+                    pm[i * m + j] = f((pm[i * m + j] - mx).exp());
+                    sum = f(sum + pm[i * m + j]);
                 } else {
-                    pm[i * n + j] = 0.0;
+                    pm[i * m + j] = 0.0;
                 }
             }
-            for j in 0..n {
-                pm[i * n + j] = f(pm[i * n + j] / sum);
+            for j in 0..m {
+                pm[i * m + j] = f(pm[i * m + j] / sum);
             }
         }
         let z = |i: usize, j: usize| {
@@ -249,19 +250,19 @@ pub fn backward_group(p: &Problem, x: &Inputs, kvh: u64, sem: Semantics, lp: boo
         };
         let mut dq = vec![0.0f64; n * d];
         for i in 0..n {
-            let dp: Vec<f64> = (0..n).map(|j| f(dot(&g[i], &v[j]) * z(i, j))).collect();
+            let dp: Vec<f64> = (0..m).map(|j| f(dot(&g[i], &v[j]) * z(i, j))).collect();
             // D_i = rowsum(dP ∘ P); the twin takes it as FlashAttention-2 does, from the stored
             // (rounded) output: rowsum(dO ∘ O), O from the forward's twin.
             let di = if lp {
                 let o = low_precision_row(p, x, RowId { bh, i: i as u64 }, sem);
                 dot(&g[i], &o)
             } else {
-                (0..n).fold(0.0, |acc, j| f(acc + pm[i * n + j] * dp[j]))
+                (0..m).fold(0.0, |acc, j| f(acc + pm[i * m + j] * dp[j]))
             };
-            for j in 0..n {
-                let pij = pm[i * n + j];
+            for j in 0..m {
+                let pij = pm[i * m + j];
                 let prd = r(f(pij * z(i, j)));
-                let ds = if allowed[i * n + j] {
+                let ds = if allowed[i * m + j] {
                     r(f(f(pij * f(dp[j] - di)) * scale))
                 } else {
                     0.0

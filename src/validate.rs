@@ -94,7 +94,7 @@ pub const FULL_CHECK_MAC_BUDGET: u64 = 1 << 27;
 pub fn rows_to_check(p: &Problem) -> Vec<RowId> {
     let n = p.seq as u64;
     let bh = p.bh();
-    let macs_per_row = 2 * n * p.head_dim as u64;
+    let macs_per_row = 2 * p.kv_seq as u64 * p.head_dim as u64;
     let total_rows = bh * n;
     if total_rows * macs_per_row <= FULL_CHECK_MAC_BUDGET {
         return (0..bh)
@@ -376,10 +376,13 @@ impl Tally {
 
 /// Whether no key takes part in `row` (causal, mask and key padding together).
 pub fn row_is_fully_masked(p: &Problem, x: &Inputs, row: RowId) -> bool {
-    if p.mask.bias.is_none() {
-        return false; // causal alone always leaves key 0
+    let keys = p.keys_for_row(row.i);
+    if keys == 0 {
+        return true; // bottom-right causal with M < N: the first N - M rows see no key
     }
-    let keys = if p.causal { row.i + 1 } else { p.seq as u64 };
+    if p.mask.bias.is_none() {
+        return false;
+    }
     (0..keys).all(|j| crate::mask::bias_at(p, x, row.bh, row.i, j) == f32::NEG_INFINITY)
 }
 
@@ -395,7 +398,7 @@ pub const GRAD_FUDGE: f64 = 4.0;
 /// the first, the last and a seeded sample within [`GRAD_MAC_BUDGET`].
 pub fn heads_to_check(p: &Problem) -> Vec<u64> {
     let n = p.seq as u64;
-    let per_head = 2 * 3 * n * n * p.head_dim as u64;
+    let per_head = 2 * 3 * n * p.kv_seq as u64 * p.head_dim as u64;
     let bh = p.bh();
     if bh * per_head <= GRAD_MAC_BUDGET {
         return (0..bh).collect();
@@ -444,7 +447,6 @@ pub fn validate_grads(
     heads: &[u64],
     sem: Semantics,
 ) -> Vec<GradValidation> {
-    let nd = p.seq as usize * p.head_dim as usize;
     let group = p.group() as u64;
     // The K/V heads of the checked heads: each is checked with its whole group of query heads
     // (dK and dV sum over them).
@@ -539,8 +541,10 @@ pub fn validate_grads(
             };
             let mut worst = -1.0f64;
             let mut tally = Tally::default();
+            // Rows per head: N for dQ, M for dK and dV.
+            let rows = if t == 0 { p.seq } else { p.kv_seq } as usize;
             for (h, r) in refs.iter().flat_map(|(kvh, r, _)| pick(*kvh, r, t)) {
-                let base = h as usize * nd;
+                let base = h as usize * rows * p.head_dim as usize;
                 for (e, rv) in r.into_iter().enumerate() {
                     let g = gpu[base + e] as f64;
                     let ratio = tally.compare(g, rv).ratio(tol, rv);

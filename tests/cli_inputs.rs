@@ -223,7 +223,7 @@ fn bad_qkv_files() {
         2,
         &["qi.npy", "float32 (<f4) or float16 (<f2)", "<i4"],
     );
-    let kbad = f.tensor("kbad.npy", &[1, 2, 9, 4], DType::F32);
+    let kbad = f.tensor("kbad.npy", &[1, 2, 8, 5], DType::F32);
     run_qkv(
         &q,
         &kbad,
@@ -232,8 +232,8 @@ fn bad_qkv_files() {
         2,
         &[
             "kbad.npy",
-            "expected shape [B, Hkv, N, D] = [1, Hkv, 8, 4]",
-            "[1, 2, 9, 4]",
+            "expected shape [B, Hkv, M, D] = [1, Hkv, M, 4]",
+            "[1, 2, 8, 5]",
         ],
     );
     let vh = f.tensor("vh.npy", &shape, DType::F16);

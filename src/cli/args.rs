@@ -8,7 +8,7 @@ use clap::Args;
 
 use attn_wgpu::gpu::runner::Schedule;
 use attn_wgpu::gpu::AdapterSelection;
-use attn_wgpu::problem::{DType, Mode, Problem, ToleranceMode};
+use attn_wgpu::problem::{CausalAlign, DType, Mode, Problem, ToleranceMode};
 use attn_wgpu::tile::TileChoice;
 
 use super::bad;
@@ -91,12 +91,19 @@ pub struct ShapeArgs {
     /// taken from --k when given).
     #[arg(long, allow_negative_numbers = true)]
     pub kv_heads: Option<u32>,
+    /// Keys M (default N): Q is [B, H, N, D], K and V [B, Hkv, M, D] (cross-attention, decode with
+    /// a KV cache; `run`: taken from --k when given).
+    #[arg(long, allow_negative_numbers = true)]
+    pub kv_seq: Option<u32>,
     /// Head dimension D (default 64; `run`: taken from --q when given).
     #[arg(long, allow_negative_numbers = true)]
     pub head_dim: Option<u32>,
-    /// Causal mask, top-left aligned (the default). With --mask / --key-padding: their intersection.
-    #[arg(long, overrides_with = "no_causal")]
-    pub causal: bool,
+    /// Causal mask (the default). With --mask / --key-padding: their intersection. When N != M
+    /// (--kv-seq) say where the diagonal sits: `--causal top-left` (SDPA's is_causal: key j in
+    /// row i iff j <= i) or `--causal bottom-right` (causal_lower_right: j <= i + M - N, what
+    /// FlashAttention and KV-cache decode use); plain --causal refuses to guess then.
+    #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "ALIGN", overrides_with = "no_causal")]
+    pub causal: Option<String>,
     /// No causal mask.
     #[arg(long)]
     pub no_causal: bool,
@@ -160,12 +167,35 @@ impl ShapeArgs {
         p.dtype = self.dtype()?.unwrap_or(DType::F32);
         p.tolerance = self.tolerance()?;
         p.kv_heads = self.kv_heads.unwrap_or(p.heads);
+        p.kv_seq = self.kv_seq.unwrap_or(seq);
+        self.align(&mut p)?;
         self.training(&mut p)?;
         if let Some(s) = self.scale {
             p.scale = s;
         }
         p.validate()?;
         Ok(p)
+    }
+
+    /// The causal alignment into `p` (N and M already set): `--causal top-left|bottom-right`, or
+    /// plain causal, which is fine for N = M and refused for N != M (exit 2 naming the choices).
+    pub fn align(&self, p: &mut Problem) -> anyhow::Result<()> {
+        match self.causal.as_deref() {
+            Some(a) if !a.is_empty() && !self.no_causal => {
+                p.causal_align = CausalAlign::parse(a)?;
+            }
+            _ if p.causal && p.seq != p.kv_seq => {
+                return Err(bad(format!(
+                    "causal attention with N={} query rows and M={} keys: say where the diagonal \
+                     sits: --causal top-left (SDPA's is_causal: key j in row i iff j <= i) or \
+                     --causal bottom-right (causal_lower_right: j <= i + M - N, as FlashAttention \
+                     and KV-cache decode), or --no-causal",
+                    p.seq, p.kv_seq
+                )));
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// `--backward`, `--dropout` and `--mode` into `p` (exit 2 naming a bad value).

@@ -140,24 +140,23 @@ fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, Option<DType>)> {
         let q = npy::read_qkv(qp)?;
         let k = npy::read_qkv(kp)?;
         let v = npy::read_qkv(vp)?;
-        // K and V: [B, Hkv, N, D] with Hkv dividing Q's H (grouped-query attention; Hkv = H
-        // without it), the same for both.
+        // K and V: [B, Hkv, M, D] with Hkv dividing Q's H (grouped-query attention; Hkv = H
+        // without it) and any M (keys), the same for both.
         for (path, t) in [(kp, &k), (vp, &v)] {
             let kv_ok = t.shape.len() == 4
                 && q.shape.len() == 4
                 && t.shape[0] == q.shape[0]
-                && t.shape[2] == q.shape[2]
+                && t.shape[2] > 0
                 && t.shape[3] == q.shape[3]
                 && t.shape[1] > 0
                 && q.shape[1] % t.shape[1] == 0
                 && t.shape == k.shape;
             if !kv_ok {
                 return Err(bad(format!(
-                    "{}: expected shape [B, Hkv, N, D] = [{}, Hkv, {}, {}] with Hkv dividing H = {} \
+                    "{}: expected shape [B, Hkv, M, D] = [{}, Hkv, M, {}] with Hkv dividing H = {} \
                      and K, V alike (the shape of {} is {:?}), got {:?}",
                     path.display(),
                     q.shape.first().copied().unwrap_or(0),
-                    q.shape.get(2).copied().unwrap_or(0),
                     q.shape.get(3).copied().unwrap_or(0),
                     q.shape.get(1).copied().unwrap_or(0),
                     qp.display(),
@@ -210,15 +209,22 @@ fn problem(a: &RunArgs) -> anyhow::Result<(Problem, Inputs, Option<DType>)> {
             a.shape.seed,
         );
         p.kv_heads = k.shape[1] as u32;
-        if let Some(h) = a.shape.kv_heads {
-            if h != p.kv_heads {
-                return Err(bad(format!(
-                    "--kv-heads {h} conflicts with {} of shape {:?}",
-                    kp.display(),
-                    k.shape
-                )));
+        p.kv_seq = k.shape[2] as u32;
+        for (flag, given, from_file) in [
+            ("--kv-heads", a.shape.kv_heads, p.kv_heads),
+            ("--kv-seq", a.shape.kv_seq, p.kv_seq),
+        ] {
+            if let Some(h) = given {
+                if h != from_file {
+                    return Err(bad(format!(
+                        "{flag} {h} conflicts with {} of shape {:?}",
+                        kp.display(),
+                        k.shape
+                    )));
+                }
             }
         }
+        a.shape.align(&mut p)?;
         p.dtype = dtype_arg.unwrap_or(q.dtype);
         p.tolerance = a.shape.tolerance()?;
         a.shape.training(&mut p)?;

@@ -10,12 +10,15 @@ use crate::plan::{Access, Dispatch, Params, Phase};
 /// Threads of the dispatch: one per (head, row quad, key).
 fn grid(params: &Params, caps: &AdapterCaps) -> [u32; 3] {
     let n = params.seq as u64;
-    ew_grid(params.heads as u64 * n.div_ceil(4) * n, caps)
+    ew_grid(
+        params.heads as u64 * n.div_ceil(4) * params.kv_seq as u64,
+        caps,
+    )
 }
 
 /// `to` = `from` ∘ the dropout factors (`to` == `from`: in place).
 pub fn dropout(params: Params, from: &str, to: &str, caps: &AdapterCaps) -> Dispatch {
-    let nn = params.heads as u64 * params.seq as u64 * params.seq as u64;
+    let nn = params.heads as u64 * params.seq as u64 * params.kv_seq as u64;
     let in_place = from == to;
     let bindings = if in_place {
         vec![bind(to, Access::ReadWrite)]

@@ -12,7 +12,7 @@ pub const CAUSAL_ROWS: u64 = 2;
 
 /// `to` = a copy of `from` (both `[count, N, N]` f32): a full read and write of N x N.
 pub fn copy(st: Storage, params: Params, from: &str, to: &str, caps: &AdapterCaps) -> Dispatch {
-    let nn = params.heads as u64 * params.seq as u64 * params.seq as u64;
+    let nn = params.heads as u64 * params.seq as u64 * params.kv_seq as u64;
     let bindings = vec![bind(from, Access::ReadWrite), bind(to, Access::ReadWrite)];
     Dispatch {
         name: "copy".into(),
@@ -38,8 +38,11 @@ pub fn copy(st: Storage, params: Params, from: &str, to: &str, caps: &AdapterCap
 pub fn mask(p: &Problem, st: Storage, params: Params, s: &str, caps: &AdapterCaps) -> Dispatch {
     let count = params.heads as u64;
     let n = params.seq as u64;
-    let nn = count * n * n;
+    let m = params.kv_seq as u64;
+    let nn = count * n * m;
     let bytes = nn * 4;
+    // Scores the causal rule blocks, per head.
+    let blocked = n * m - p.allowed_pairs_per_head();
     let bindings = with_mask(p, vec![bind(s, Access::ReadWrite)]);
     let (reads, writes, note) = if p.mask.bias.is_some() {
         (
@@ -57,7 +60,7 @@ pub fn mask(p: &Problem, st: Storage, params: Params, s: &str, caps: &AdapterCap
     } else if p.causal {
         (
             0,
-            count * n * (n - 1) / 2 * 4,
+            count * blocked * 4,
             format!("masked_fill_ on {s}: writes -inf above the diagonal, reads nothing"),
         )
     } else {
@@ -68,7 +71,7 @@ pub fn mask(p: &Problem, st: Storage, params: Params, s: &str, caps: &AdapterCap
         )
     };
     // Causal only: the row-structured kernel (no division per element) when rows are vec4s.
-    let causal_rows = n.is_multiple_of(4) && p.causal && p.mask.bias.is_none();
+    let causal_rows = m.is_multiple_of(4) && p.causal && p.mask.bias.is_none();
     Dispatch {
         name: "mask".into(),
         phase: crate::plan::Phase::Forward,

@@ -8,7 +8,7 @@ use crate::problem::Problem;
 
 pub fn build_mask(p: &Problem, params: Params, m: &str, caps: &AdapterCaps) -> Dispatch {
     let count = params.heads as u64;
-    let nn = count * p.seq as u64 * p.seq as u64;
+    let nn = count * p.seq as u64 * p.kv_seq as u64;
     let bindings = with_mask(p, vec![bind(m, Access::ReadWrite)]);
     Dispatch {
         name: "build_mask".into(),

@@ -38,7 +38,7 @@ impl RowStep {
 /// kernel (the entry points share one binding layout).
 pub fn row_step(step: RowStep, params: Params, caps: &AdapterCaps) -> Dispatch {
     let rows = params.heads as u64 * params.seq as u64;
-    let nn = rows * params.seq as u64;
+    let nn = rows * params.kv_seq as u64;
     let s = nn * 4;
     let r4 = rows * 4;
     let (entry, buffers, per_element, reads, writes, note): (_, &[&str], _, _, _, _) = match step {

@@ -287,7 +287,7 @@ pub(crate) fn check_grid(
 /// and one buffer (and 32-bit indexing), in whole groups of query heads (GQA). `Err` only when
 /// not even one group fits.
 pub(crate) fn heads_per_chunk(p: &Problem, caps: &AdapterCaps) -> std::result::Result<u64, String> {
-    let per_head = p.seq as u64 * p.seq as u64 * 4;
+    let per_head = p.seq as u64 * p.kv_seq as u64 * 4;
     let limit = caps
         .max_storage_binding
         .min(caps.max_buffer)
@@ -297,7 +297,7 @@ pub(crate) fn heads_per_chunk(p: &Problem, caps: &AdapterCaps) -> std::result::R
     let fit = limit / per_head / group * group;
     if fit == 0 {
         return Err(format!(
-            "{} N x N score matrix (N={}: {per_head} bytes{}) cannot be bound: above this \
+            "{} N x M score matrix (N={}, M={}: {per_head} bytes{}) cannot be bound: above this \
              adapter's max_storage_buffer_binding_size {} / max_buffer_size {}",
             if group > 1 {
                 "one group of query heads' (H / Hkv heads that share a K/V head)"
@@ -305,6 +305,7 @@ pub(crate) fn heads_per_chunk(p: &Problem, caps: &AdapterCaps) -> std::result::R
                 "one head's"
             },
             p.seq,
+            p.kv_seq,
             if group > 1 {
                 format!(" each, {group} heads")
             } else {
@@ -337,7 +338,7 @@ pub(crate) fn check_mask(p: &Problem, caps: &AdapterCaps) -> std::result::Result
 /// broadcast mask is counted again for every head that reads it).
 pub(crate) fn mask_read_bytes(p: &Problem, count: u64) -> u64 {
     if p.mask.bias.is_some() {
-        count * p.seq as u64 * p.seq as u64 * 4
+        count * p.seq as u64 * p.kv_seq as u64 * 4
     } else {
         0
     }

@@ -19,8 +19,9 @@ pub fn pv(
 ) -> Result<Dispatch, String> {
     let count = params.heads as u64;
     let n = params.seq as u64;
+    let m = params.kv_seq as u64;
     let d = params.head_dim as u64;
-    let io = count * n * d * st.elem_bytes();
+    let e = st.elem_bytes();
     Ok(Dispatch {
         name: "pv".into(),
         phase: crate::plan::Phase::Forward,
@@ -39,9 +40,10 @@ pub fn pv(
             check_grid("N / 128 tiles", n.div_ceil(TM), caps)?,
             count as u32,
         ],
-        reads_bytes: count * n * n * 4 + io,
-        writes_bytes: io,
-        flops: 2 * count * n * n * d,
+        // P, and V (M rows, re-read per query head); O of N rows.
+        reads_bytes: count * n * m * 4 + count * m * d * e,
+        writes_bytes: count * n * d * e,
+        flops: 2 * count * n * m * d,
         note: note.into(),
     })
 }
@@ -58,9 +60,15 @@ pub fn ptv(
 ) -> Result<Dispatch, String> {
     let mut d = pv(st, params, [p, x, out], caps, note)?;
     d.overrides = vec![("TRANS".into(), 1.0)];
-    // One workgroup layer per K/V head: its group's query heads are summed (GQA).
+    // One workgroup layer per K/V head: its group's query heads are summed (GQA). The output
+    // has M rows (keys), the inner dimension is the N query rows.
     let group = params.kv_group.max(1);
+    let (count, n, m) = (params.heads as u64, params.seq as u64, params.kv_seq as u64);
+    let e = st.elem_bytes();
+    let dd = params.head_dim as u64;
+    d.workgroups[1] = check_grid("M / 128 tiles", m.div_ceil(TM), caps)?;
     d.workgroups[2] = params.heads / group;
-    d.writes_bytes /= group as u64;
+    d.reads_bytes = count * n * m * 4 + count * n * dd * e;
+    d.writes_bytes = count / group as u64 * m * dd * e;
     Ok(d)
 }

@@ -8,8 +8,8 @@ use crate::plan::{Access, Dispatch, Params};
 /// Rows and columns of S per workgroup (qk.wgsl's `const TILE`).
 pub const TILE: u64 = 128;
 
-/// S (`[count, N, N]` f32) = Q·Kᵀ, Q and K stored as `st` (`[count, N, D]` of this chunk). Reads
-/// Q and K once, writes every score (masked ones too).
+/// S (`[count, N, M]` f32) = Q·Kᵀ, Q (`[count, N, D]`) and K (`M` rows, at the K/V head) stored
+/// as `st`. Reads Q and K once per head, writes every score (masked ones too).
 pub fn qk(
     st: Storage,
     params: Params,
@@ -19,8 +19,10 @@ pub fn qk(
 ) -> Result<Dispatch, String> {
     let count = params.heads as u64;
     let n = params.seq as u64;
+    let m = params.kv_seq as u64;
     let d = params.head_dim as u64;
-    let tiles = check_grid("N / 128 tiles", n.div_ceil(TILE), caps)?;
+    let rows = check_grid("N / 128 tiles", n.div_ceil(TILE), caps)?;
+    let cols = check_grid("M / 128 tiles", m.div_ceil(TILE), caps)?;
     Ok(Dispatch {
         name: "qk".into(),
         phase: crate::plan::Phase::Forward,
@@ -34,10 +36,10 @@ pub fn qk(
             bind(k, Access::Read),
             bind(s, Access::ReadWrite),
         ],
-        workgroups: [tiles, tiles, count as u32],
-        reads_bytes: 2 * count * n * d * st.elem_bytes(),
-        writes_bytes: count * n * n * 4,
-        flops: 2 * count * n * n * d,
+        workgroups: [cols, rows, count as u32],
+        reads_bytes: count * (n + m) * d * st.elem_bytes(),
+        writes_bytes: count * n * m * 4,
+        flops: 2 * count * n * m * d,
         note: note.into(),
     })
 }

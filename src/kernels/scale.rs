@@ -5,7 +5,7 @@ use crate::gpu::AdapterCaps;
 use crate::plan::{Access, Dispatch, Params};
 
 pub fn scale(params: Params, s: &str, caps: &AdapterCaps) -> Dispatch {
-    let nn = params.heads as u64 * params.seq as u64 * params.seq as u64;
+    let nn = params.heads as u64 * params.seq as u64 * params.kv_seq as u64;
     Dispatch {
         name: "scale".into(),
         phase: crate::plan::Phase::Forward,

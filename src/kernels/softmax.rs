@@ -9,8 +9,8 @@ use crate::plan::{grid_2d, Access, Dispatch, Params};
 pub fn softmax(params: Params, s: &str, caps: &AdapterCaps) -> Dispatch {
     let count = params.heads as u64;
     let n = params.seq as u64;
-    let nn = count * n * n;
-    let rows4 = n.is_multiple_of(4);
+    let nn = count * n * params.kv_seq as u64;
+    let rows4 = (params.kv_seq as u64).is_multiple_of(4);
     let max_dim = caps.max_workgroups_per_dimension;
     Dispatch {
         name: "softmax".into(),

@@ -10,7 +10,7 @@ use crate::problem::Problem;
 /// dS (in the buffer `dp`) = P ∘ (dP − rowsum(dP ∘ P)), `p` being the saved probabilities.
 pub fn softmax_bwd(params: Params, [dp, p]: [&str; 2], caps: &AdapterCaps) -> Dispatch {
     let rows = params.heads as u64 * params.seq as u64;
-    let nn = rows * params.seq as u64;
+    let nn = rows * params.kv_seq as u64;
     Dispatch {
         name: "softmax_bwd".into(),
         phase: Phase::Backward,
@@ -33,12 +33,12 @@ pub fn softmax_bwd(params: Params, [dp, p]: [&str; 2], caps: &AdapterCaps) -> Di
 pub fn mask_bwd(p: &Problem, params: Params, ds: &str, caps: &AdapterCaps) -> Dispatch {
     let count = params.heads as u64;
     let n = params.seq as u64;
-    let nn = count * n * n;
+    let nn = count * n * params.kv_seq as u64;
     let bindings = with_mask(p, vec![bind(ds, Access::ReadWrite)]);
     let writes = if p.mask.bias.is_some() {
         nn * 4
     } else if p.causal {
-        count * n * (n - 1) / 2 * 4
+        count * (n * params.kv_seq as u64 - p.allowed_pairs_per_head()) * 4
     } else {
         0
     };
@@ -70,7 +70,7 @@ pub fn mask_bwd(p: &Problem, params: Params, ds: &str, caps: &AdapterCaps) -> Di
 /// dE = (dY − rowsum(dY ∘ P)) / L over `dp` in place (shaders/softmax_bwd.wgsl).
 pub fn normalize_bwd(params: Params, [dp, p, l]: [&str; 3], caps: &AdapterCaps) -> Dispatch {
     let rows = params.heads as u64 * params.seq as u64;
-    let nn = rows * params.seq as u64;
+    let nn = rows * params.kv_seq as u64;
     Dispatch {
         name: "normalize_bwd".into(),
         phase: Phase::Backward,
@@ -94,7 +94,7 @@ pub fn normalize_bwd(params: Params, [dp, p, l]: [&str; 3], caps: &AdapterCaps) 
 
 /// The backward of `S.exp_()` (`exp_sum`): dX = dE ∘ E, E being exp_'s output as saved.
 pub fn exp_bwd(params: Params, [dp, e]: [&str; 2], caps: &AdapterCaps) -> Dispatch {
-    let nn = params.heads as u64 * params.seq as u64 * params.seq as u64;
+    let nn = params.heads as u64 * params.seq as u64 * params.kv_seq as u64;
     Dispatch {
         name: "exp_bwd".into(),
         phase: Phase::Backward,

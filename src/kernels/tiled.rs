@@ -185,14 +185,10 @@ pub fn default_choice(
     ))
 }
 
-/// Keys each query block reads: all N, or up to the end of the block when causal.
+/// Keys each query block reads: all M, or up to the causal diagonal of its last row.
 fn keys_for_block(p: &Problem, br: u64, qb: u64) -> u64 {
     let n = p.seq as u64;
-    if p.causal {
-        n.min((qb + 1) * br)
-    } else {
-        n
-    }
+    p.keys_for_row(n.min((qb + 1) * br) - 1)
 }
 
 /// The traffic and work of a fused kernel with `br` query rows per workgroup: Q once, K and V once

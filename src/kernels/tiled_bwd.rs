@@ -58,14 +58,15 @@ pub fn check(p: &Problem, caps: &AdapterCaps) -> Result<(), String> {
 /// (visited 32 x 32 tiles per head, their (row, key) pairs per head).
 fn visited(p: &Problem) -> (u64, u64) {
     let n = p.seq as u64;
-    let blocks = n.div_ceil(BT);
+    let m = p.kv_seq as u64;
     let (mut tiles, mut pairs) = (0, 0);
-    for qb in 0..blocks {
+    for qb in 0..n.div_ceil(BT) {
         let rows = BT.min(n - qb * BT);
-        let kbs = if p.causal { qb + 1 } else { blocks };
-        for kb in 0..kbs {
+        // Key blocks up to the causal diagonal of the block's last row (all of M without causal).
+        let keys = p.keys_for_row(n.min((qb + 1) * BT) - 1);
+        for kb in 0..keys.div_ceil(BT) {
             tiles += 1;
-            pairs += rows * BT.min(n - kb * BT);
+            pairs += rows * BT.min(m - kb * BT);
         }
     }
     (tiles, pairs)
@@ -236,7 +237,10 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
         params: Params::of(p),
         bindings: b,
         workgroups: [
-            check_grid("N / 32 blocks", n.div_ceil(BT), caps)?,
+            match which {
+                Fused::Kv => check_grid("M / 32 key blocks", (p.kv_seq as u64).div_ceil(BT), caps)?,
+                Fused::Q => check_grid("N / 32 row blocks", n.div_ceil(BT), caps)?,
+            },
             check_grid("B*H (B*Hkv for bwd_kv)", heads, caps)?,
             1,
         ],

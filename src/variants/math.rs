@@ -52,7 +52,7 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     // Two N x N buffers (M and S) per chunk.
     let per = heads_per_chunk(p, caps)?;
     let parts = chunks(bh, per);
-    let nn_bytes = per * n * n * 4;
+    let nn_bytes = per * n * p.kv_seq as u64 * 4;
     let rows_bytes = per * n * 4;
     check_grid("B*H (one workgroup layer per head)", per, caps)?;
     let narrow = p.dtype != DType::F32;
@@ -119,6 +119,7 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     // The element-wise passes over K, V and their gradients cover B*Hkv heads (GQA).
     let all_kv = Params {
         heads: (p.batch * p.kv_heads) as u32,
+        seq: p.kv_seq,
         ..all
     };
     let mut dispatches = Vec::new();

@@ -177,7 +177,7 @@ fn build(
     let mask_bytes = check_mask(p, caps)?;
     let per = heads_per_chunk(p, caps)?;
     let parts = chunks(bh, per);
-    let nn_bytes = per * n * n * 4;
+    let nn_bytes = per * n * p.kv_seq as u64 * 4;
     check_grid("B*H (one workgroup layer per head)", per, caps)?;
 
     let kv = p.kv_bytes();
