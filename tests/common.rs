@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use attn_wgpu::gpu::{AdapterSelection, Gpu};
 use attn_wgpu::mask::{normalize, MaskValues, UserMask};
-use attn_wgpu::problem::{Convention, DType, Inputs, Problem};
+use attn_wgpu::problem::{CausalAlign, Convention, DType, Inputs, Problem};
 use attn_wgpu::variants;
 use rand_core::RngCore;
 
@@ -69,11 +69,11 @@ pub fn unit(rng: &mut rand_pcg::Pcg32) -> f32 {
 
 /// A random mask of a random allowed shape; bool masks sometimes block whole rows.
 pub fn random_mask(rng: &mut rand_pcg::Pcg32, p: &Problem, float: bool) -> UserMask {
-    let n = p.seq as u64;
+    let (n, m) = (p.seq as u64, p.kv_seq as u64);
     let shape = match rng.next_u32() % 3 {
-        0 => vec![n, n],
-        1 => vec![p.batch as u64, 1, n, n],
-        _ => vec![p.batch as u64, p.heads as u64, n, n],
+        0 => vec![n, m],
+        1 => vec![p.batch as u64, 1, n, m],
+        _ => vec![p.batch as u64, p.heads as u64, n, m],
     };
     let len = shape.iter().product::<u64>() as usize;
     let density = pick(rng, &[0.1f32, 0.5, 0.9]);
@@ -96,7 +96,7 @@ pub fn random_mask(rng: &mut rand_pcg::Pcg32, p: &Problem, float: bool) -> UserM
         MaskValues::Bool(
             (0..len)
                 .map(|k| {
-                    let row = (k / n as usize) % n as usize;
+                    let row = (k / m as usize) % n as usize;
                     if kill && row == dead_row {
                         false
                     } else {
@@ -139,26 +139,38 @@ pub fn random_case(rng: &mut rand_pcg::Pcg32, backward: bool) -> Case {
         .contains("padding")
         .then(|| (0..b).map(|_| rng.next_u32() % (n + 1)).collect());
     normalize(&mut p, &mut x, user.as_ref(), conv, padding.as_deref()).unwrap();
-    // A third of the cases drop, and a third share K/V heads (GQA / MQA, a K/V head count that
-    // divides H, drawn anew: the inputs are regenerated for it). Drawn last, so the draws above
-    // are those of the suite before either existed, case by case.
+    // A third of the cases drop, a third share K/V heads (GQA / MQA, a K/V head count that
+    // divides H) and a third have M != N keys with a random causal alignment (the inputs and
+    // masks are regenerated for those). Drawn last, so the draws above are those of the suite
+    // before these existed, case by case.
     if rng.next_u32().is_multiple_of(3) {
         p.dropout = pick(rng, &[0.1, 0.3, 0.6]);
     }
-    if rng.next_u32().is_multiple_of(3) {
-        let heads = pick(rng, &[2u32, 4]);
+    let gqa = rng.next_u32().is_multiple_of(3);
+    let cross = rng.next_u32().is_multiple_of(3);
+    if gqa || cross {
+        let heads = if gqa { pick(rng, &[2u32, 4]) } else { h };
         let mut q = Problem::new(b, heads, n, d, causal, seed);
         q.dtype = dtype;
         q.backward = backward;
         q.dropout = p.dropout;
-        q.kv_heads = pick(rng, &[1u32, heads / 2]);
+        if gqa {
+            q.kv_heads = pick(rng, &[1u32, heads / 2]);
+        }
+        if cross {
+            q.kv_seq = pick(rng, &[1u32, 3, 8, 17, 33, 40, 64]);
+            q.causal_align = pick(rng, &[CausalAlign::TopLeft, CausalAlign::BottomRight]);
+        }
         let mut y = Inputs::generate(&q);
         let user = match kind {
             "bool" | "bool+padding" => Some(random_mask(rng, &q, false)),
             "float" | "float+padding" => Some(random_mask(rng, &q, true)),
             _ => None,
         };
-        normalize(&mut q, &mut y, user.as_ref(), conv, padding.as_deref()).unwrap();
+        let pad: Option<Vec<u32>> = padding
+            .as_ref()
+            .map(|v| v.iter().map(|l| l % (q.kv_seq + 1)).collect());
+        normalize(&mut q, &mut y, user.as_ref(), conv, pad.as_deref()).unwrap();
         p = q;
         x = y;
     }

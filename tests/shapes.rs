@@ -1,0 +1,218 @@
+//! Nq != Nk (`--kv-seq M`) with both causal alignments on the test adapter: every variant passes
+//! forward and backward against the f64 oracle for M < N and M > N, top-left, bottom-right and
+//! non-causal (including bottom-right rows that see no key at all); the command line refuses to
+//! guess the alignment and takes M from `--k`.
+
+mod common;
+
+use attn_wgpu::gpu::runner::{Runner, Schedule};
+use attn_wgpu::problem::{CausalAlign, DType, Inputs, Problem};
+use attn_wgpu::run::run_variant;
+use attn_wgpu::validate::Verdict;
+use attn_wgpu::{variants, Error};
+use common::{bin, stderr};
+
+const SCHED: Schedule = Schedule {
+    warmup: 0,
+    reps: 1,
+    host_reps: 0,
+};
+
+#[test]
+fn every_variant_passes_n_ne_m_in_both_alignments_forward_and_backward() {
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    let mut ran = std::collections::BTreeMap::<&str, u32>::new();
+    let mut fully_masked = 0u64;
+    for (n, m) in [(24u32, 40u32), (40, 24), (1, 70)] {
+        for (causal, align) in [
+            (true, CausalAlign::TopLeft),
+            (true, CausalAlign::BottomRight),
+            (false, CausalAlign::TopLeft),
+        ] {
+            for backward in [false, true] {
+                let mut p = Problem::new(1, 2, n, 16, causal, (n * 1000 + m) as u64);
+                p.kv_seq = m;
+                p.causal_align = align;
+                p.backward = backward;
+                p.dtype = if backward { DType::F32 } else { DType::BF16 };
+                let x = Inputs::generate(&p);
+                assert_eq!(x.k.len() as u64, p.kv_elems());
+                for v in variants::names() {
+                    match variants::plan(v, &p, &gpu.caps) {
+                        Ok(_) => {}
+                        Err(Error::Incompatible { reason, .. }) => {
+                            assert!(
+                                reason.contains("does not offer")
+                                    || reason.contains("in-place hazard"),
+                                "{v}: {reason}"
+                            );
+                            continue;
+                        }
+                        Err(e) => panic!("{v}: {e}"),
+                    }
+                    let r = run_variant(gpu, &mut runner, &p, &x, v, SCHED, false).unwrap();
+                    let val = r.validation.as_ref().unwrap();
+                    fully_masked += val.fully_masked_rows;
+                    assert_eq!(
+                        val.verdict,
+                        Verdict::Pass,
+                        "{v} {}: {val:?}",
+                        p.shape_string()
+                    );
+                    if let Some(t) = &r.training {
+                        for g in &t.grads {
+                            assert_eq!(
+                                g.verdict,
+                                Verdict::Pass,
+                                "{v} {}: {} {g:?}",
+                                p.shape_string(),
+                                g.tensor
+                            );
+                        }
+                    }
+                    *ran.entry(v).or_default() += 1;
+                }
+            }
+        }
+    }
+    // Bottom-right with M < N leaves the first N - M rows without a key.
+    assert!(fully_masked > 0, "fully-masked rows must be exercised");
+    for v in [
+        "unfused",
+        "unfused-inplace",
+        "math",
+        "tiled",
+        "tiled-subgroup",
+    ] {
+        assert!(ran.get(v).copied().unwrap_or(0) >= 9, "{v}: {ran:?}");
+    }
+}
+
+#[test]
+fn the_two_alignments_differ_and_agree_when_n_equals_m() {
+    let mut p = Problem::new(1, 1, 4, 2, true, 1);
+    p.kv_seq = 6;
+    assert_eq!(p.keys_for_row(0), 1);
+    p.causal_align = CausalAlign::BottomRight;
+    assert_eq!(p.causal_offset(), 2);
+    assert_eq!(p.keys_for_row(0), 3);
+    assert_eq!(p.keys_for_row(3), 6);
+    p.kv_seq = 2;
+    assert_eq!(p.keys_for_row(0), 0, "row 0 of 4 with 2 keys sees none");
+    assert_eq!(p.allowed_pairs_per_head(), 1 + 2);
+    p.kv_seq = 4;
+    assert_eq!(p.causal_offset(), 0);
+    assert_eq!(p.allowed_pairs_per_head(), 10);
+}
+
+#[test]
+fn cli_kv_seq_alignment_and_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let mut c = bin();
+        c.args([
+            "run",
+            "--heads",
+            "2",
+            "--head-dim",
+            "8",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+        ]);
+        c.args(extra);
+        c.output().unwrap()
+    };
+    // Plain causal (the default) with N != M: exit 2 naming both choices.
+    let o = run(&["--variant", "tiled", "--seq", "8", "--kv-seq", "12"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    for want in [
+        "--causal top-left",
+        "--causal bottom-right",
+        "--no-causal",
+        "N=8",
+        "M=12",
+    ] {
+        assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
+    }
+    let o = run(&[
+        "--variant",
+        "tiled",
+        "--seq",
+        "8",
+        "--kv-seq",
+        "12",
+        "--causal",
+        "diagonal",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--causal `diagonal`"), "{}", stderr(&o));
+    let o = run(&[
+        "--variant",
+        "tiled",
+        "--seq",
+        "8",
+        "--kv-seq",
+        "0",
+        "--no-causal",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // A run with M != N saves K, V of M rows; the files run again with M taken from --k.
+    let inputs = dir.path().join("in");
+    let o = run(&[
+        "--variant",
+        "unfused",
+        "--seq",
+        "8",
+        "--kv-seq",
+        "12",
+        "--causal",
+        "bottom-right",
+        "--save-inputs",
+        inputs.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("causal (bottom-right) M=12"), "{text}");
+    assert_eq!(
+        attn_wgpu::npy::read_qkv(&inputs.join("k.npy"))
+            .unwrap()
+            .shape,
+        vec![1, 2, 12, 8]
+    );
+    let o = bin()
+        .args(["run", "--variant", "tiled", "--reps", "1", "--warmup", "0"])
+        .args(["--causal", "bottom-right"])
+        .arg("--q")
+        .arg(inputs.join("q.npy"))
+        .arg("--k")
+        .arg(inputs.join("k.npy"))
+        .arg("--v")
+        .arg(inputs.join("v.npy"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("M=12"));
+    // A mask must be [N, M].
+    let mask = dir.path().join("m.npy");
+    attn_wgpu::npy::write_bool(&mask, &[8, 8], &[true; 64]).unwrap();
+    let o = run(&[
+        "--variant",
+        "tiled",
+        "--seq",
+        "8",
+        "--kv-seq",
+        "12",
+        "--no-causal",
+        "--mask",
+        mask.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("expected shape [8, 12]"),
+        "{}",
+        stderr(&o)
+    );
+}
