@@ -388,6 +388,13 @@ def parse_args(argv):
         "reference, intersected with causal (pass --no-causal if the attn-wgpu run was)",
     )
     p.add_argument(
+        "--kv-seq",
+        type=int,
+        default=None,
+        help="keys M (default N): k and v are [B, Hkv, M, D]; causal is SDPA's is_causal (top-left) "
+        "then; for decode (N=1) pass --no-causal, which is bottom-right causal's meaning there",
+    )
+    p.add_argument(
         "--kv-heads",
         type=int,
         default=None,
@@ -439,6 +446,8 @@ def parse_args(argv):
         p.error("--reps must be >= 1")
     if args.scale is not None and not math.isfinite(args.scale):
         p.error("--scale must be finite")
+    if args.kv_seq is not None and args.kv_seq <= 0:
+        p.error("--kv-seq must be positive")
     if args.kv_heads is not None and args.kv_heads <= 0:
         p.error("--kv-heads must be positive")
     if not (math.isfinite(args.dropout) and 0.0 <= args.dropout < 1.0):
@@ -638,7 +647,7 @@ def fully_masked_rows(bias, causal, B, H, N):
     return np.broadcast_to(full, (B, H, N))
 
 
-def make_inputs(shape, seed, dtype, host_inputs, kv_heads=None):
+def make_inputs(shape, seed, dtype, host_inputs, kv_heads=None, kv_seq=None):
     """q, k, v on the CPU, already cast (rounded) to dtype.
 
     Generated values are uniform in [-1, 1), drawn in float32 from one CPU
@@ -651,7 +660,7 @@ def make_inputs(shape, seed, dtype, host_inputs, kv_heads=None):
         g = torch.Generator(device="cpu")
         g.manual_seed(seed)
         B, H, N, D = shape
-        kv_shape = (B, kv_heads or H, N, D)
+        kv_shape = (B, kv_heads or H, kv_seq or N, D)
         tensors = [
             torch.empty(s, dtype=torch.float32).uniform_(-1.0, 1.0, generator=g)
             for s in (shape, kv_shape, kv_shape)
@@ -710,7 +719,8 @@ def reference_rows(q, k, v, rows, scale, causal, bias=None):
             hh = h if bias.shape[1] > 1 else 0
             s = s + bias[bb, hh][i_idx].astype(np.float64)
         if causal:
-            blocked = np.arange(N)[None, :] > i_idx[:, None]
+            # Top-left (SDPA's is_causal): key j in row i iff j <= i, over the M keys of K.
+            blocked = np.arange(K.shape[0])[None, :] > i_idx[:, None]
             s = np.where(blocked, -np.inf, s)
         m = s.max(axis=1, keepdims=True)
         none = m[:, 0] == -np.inf  # no key takes part
@@ -746,7 +756,7 @@ def low_precision_rows(q, k, v, rows, scale, causal, bias, dtype_name):
             hh = h if bias.shape[1] > 1 else 0
             s = s + bias[bb, hh][i_idx].astype(np.float32)
         if causal:
-            blocked = np.arange(N)[None, :] > i_idx[:, None]
+            blocked = np.arange(K.shape[0])[None, :] > i_idx[:, None]
             s = np.where(blocked, np.float32(-np.inf), s)
         m = s.max(axis=1, keepdims=True)
         none = m[:, 0] == -np.inf
@@ -850,7 +860,7 @@ def validate(out, rows, rows_dev, ref, full, full_dev, semantics, tol, rows_tota
 # ---------------------------------------------------------------------------
 
 
-def build_masks(bias, causal, N, dtype, device):
+def build_masks(bias, causal, N, dtype, device, kv_seq=None):
     """The mask tensors of every variant, built once outside any timed region.
 
     Returns (masks, ref_bias): `masks` has "fill" (bool, True = blocked, for
@@ -862,7 +872,8 @@ def build_masks(bias, causal, N, dtype, device):
     """
     tri = None
     if causal:
-        tri = torch.triu(torch.ones(N, N, dtype=torch.bool, device=device), diagonal=1)
+        # Top-left over the N x M scores (SDPA's is_causal; M = N without --kv-seq).
+        tri = torch.triu(torch.ones(N, kv_seq or N, dtype=torch.bool, device=device), diagonal=1)
     if bias is None:
         masks = {"fill": tri, "add": None, "attn_mask": None, "is_causal": causal, "kind": None}
         return masks, None
@@ -1238,11 +1249,11 @@ def reference_grads(q, k, v, do, scale, causal, bias, lp_dtype=None):
         tdt = torch_dtype(lp_dtype)
         rnd = lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(tdt).float().numpy()  # noqa: E731
     q, k, v, do = (x.astype(ft) for x in (q, k, v, do))
-    n = q.shape[1]
+    n, m = q.shape[1], k.shape[1]
     s = (q @ k.transpose(0, 2, 1)) * ft(scale)
     blocked = np.zeros(s.shape, dtype=bool)
     if causal:
-        blocked |= np.triu(np.ones((n, n), dtype=bool), 1)[None]
+        blocked |= np.triu(np.ones((n, m), dtype=bool), 1)[None]
     if bias is not None:
         s = s + bias.astype(ft)
         blocked |= np.isneginf(bias)
@@ -1433,12 +1444,14 @@ def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_c
     # Masks (causal, and mask.npy from --inputs), built once outside any timed
     # region; ref_bias holds the mask values the variants see.
     bias = host_inputs.get("mask") if host_inputs is not None else None
-    masks, ref_bias = build_masks(bias, causal, N, dtype, device)
+    kv_seq = host_inputs["k"].shape[2] if host_inputs is not None else args.kv_seq
+    masks, ref_bias = build_masks(bias, causal, N, dtype, device, kv_seq)
     full_rows = fully_masked_rows(ref_bias, causal, B, H, N)  # [B, H, N]
     full_flat = np.flatnonzero(full_rows)
 
     # Inputs: rounded to dtype on the CPU; the reference uses exactly these.
-    q_c, k_c, v_c = make_inputs(shape, args.seed, dtype, host_inputs, args.kv_heads)
+    q_c, k_c, v_c = make_inputs(shape, args.seed, dtype, host_inputs, args.kv_heads, args.kv_seq)
+    M = k_c.shape[2]
     if H % k_c.shape[1] != 0:
         raise SystemExit(f"error: --kv-heads {k_c.shape[1]} must divide the {H} query heads")
     group = H // k_c.shape[1]
@@ -1577,6 +1590,7 @@ def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_c
             "heads": H,
             "kv_heads": H // group,
             "seq": N,
+            "kv_seq": M,
             "head_dim": D,
             "causal": causal,
             "scale": float(scale),

@@ -254,7 +254,7 @@ mod tests {
         let e = normalize(&mut p, &mut x, None, Convention::Sdpa, Some(&[1])).unwrap_err();
         assert!(e.to_string().contains("one per batch"), "{e}");
         let e = normalize(&mut p, &mut x, None, Convention::Sdpa, Some(&[1, 4])).unwrap_err();
-        assert!(e.to_string().contains("4 exceeds N=3"), "{e}");
+        assert!(e.to_string().contains("4 exceeds the 3 keys"), "{e}");
     }
 
     #[test]

@@ -116,7 +116,7 @@ fn bad_dtype_convention_and_padding() {
     expect_small(&["--key-padding", "-1"], 2, &["`-1`"]);
     expect_small(&["--key-padding", ""], 2, &["--key-padding"]);
     expect_small(&["--key-padding", "1,2"], 2, &["one per batch", "B=1"]);
-    expect_small(&["--key-padding", "9"], 2, &["9 exceeds N=8"]);
+    expect_small(&["--key-padding", "9"], 2, &["9 exceeds the 8 keys"]);
     expect_small(&["--variant", "flash9"], 2, &["flash9", "math"]);
     expect_small(
         &["--backend", "directx9", "--variant", "auto"],
@@ -338,7 +338,7 @@ fn bad_output_paths_and_incompatible_choices() {
             "1",
         ],
         4,
-        &["unfused", "one head's N x N"],
+        &["unfused", "one head's N x M"],
     );
     assert_eq!(
         std::fs::read_dir(f.dir.path()).unwrap().count(),

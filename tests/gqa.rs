@@ -41,6 +41,8 @@ fn every_variant_passes_gqa_and_mqa_forward_and_backward_without_copying_kv() {
                     assert!(
                         reason.contains("does not offer")
                             || reason.contains("in-place hazard")
+                            || reason.contains("decode kernel")
+                            || reason.contains("nothing to split")
                             || reason.contains("not implemented"),
                         "{v}: {reason}"
                     );

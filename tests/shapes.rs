@@ -44,7 +44,9 @@ fn every_variant_passes_n_ne_m_in_both_alignments_forward_and_backward() {
                         Err(Error::Incompatible { reason, .. }) => {
                             assert!(
                                 reason.contains("does not offer")
-                                    || reason.contains("in-place hazard"),
+                                    || reason.contains("in-place hazard")
+                                    || reason.contains("decode kernel")
+                                    || reason.contains("nothing to split"),
                                 "{v}: {reason}"
                             );
                             continue;
@@ -215,4 +217,67 @@ fn cli_kv_seq_alignment_and_files() {
         "{}",
         stderr(&o)
     );
+}
+
+/// Decode: `split-kv` (flash-decoding) passes forward and backward for N = 1..16 query rows over
+/// many keys, with GQA, masks and both alignments; `auto` takes it there and not for long N.
+#[test]
+fn split_kv_decodes_and_auto_takes_it_only_for_decode() {
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    for (n, m, kv, causal, align, backward, dtype) in [
+        (
+            1u32,
+            300u32,
+            1u32,
+            false,
+            CausalAlign::TopLeft,
+            false,
+            DType::F32,
+        ),
+        (
+            4,
+            517,
+            2,
+            true,
+            CausalAlign::BottomRight,
+            false,
+            DType::BF16,
+        ),
+        (16, 200, 4, true, CausalAlign::TopLeft, true, DType::F32),
+        (3, 400, 2, true, CausalAlign::BottomRight, true, DType::F32),
+    ] {
+        let mut p = Problem::new(2, 4, n, 32, causal, 9);
+        p.kv_seq = m;
+        p.kv_heads = kv;
+        p.causal_align = align;
+        p.backward = backward;
+        p.dtype = dtype;
+        let x = Inputs::generate(&p);
+        let r = run_variant(gpu, &mut runner, &p, &x, "split-kv", SCHED, false).unwrap();
+        let val = r.validation.as_ref().unwrap();
+        assert_eq!(val.verdict, Verdict::Pass, "{}: {val:?}", p.shape_string());
+        if let Some(t) = &r.training {
+            assert!(
+                t.grads.iter().all(|g| g.verdict == Verdict::Pass),
+                "{:?}",
+                t.grads
+            );
+        }
+        let plan = variants::plan("split-kv", &p, &gpu.caps).unwrap();
+        let splits = plan.config.iter().find(|(k, _)| k == "SPLITS").unwrap().1;
+        assert!(splits >= 2.0, "{splits}");
+        assert_eq!(variants::auto(&p, &gpu.caps).unwrap().picked, "split-kv");
+    }
+    let p = Problem::new(1, 2, 64, 32, true, 1);
+    match variants::plan("split-kv", &p, &gpu.caps) {
+        Err(Error::Incompatible { reason, .. }) => {
+            assert!(
+                reason.contains("decode kernel") && reason.contains("N=64"),
+                "{reason}"
+            )
+        }
+        other => panic!("{:?}", other.map(|p| p.variant)),
+    }
+    assert_ne!(variants::auto(&p, &gpu.caps).unwrap().picked, "split-kv");
 }

@@ -81,6 +81,18 @@ fn problems() -> Vec<Problem> {
             }
         }
     }
+    // Decode shapes (N = 1, many keys; GQA): the split-KV kernels, inference and training.
+    for dtype in DType::ALL {
+        for backward in [false, true] {
+            let mut p = Problem::new(1, 4, 1, 64, false, 0);
+            p.kv_seq = 4096;
+            p.kv_heads = 2;
+            p.dtype = dtype;
+            p.backward = backward;
+            v.push(p.clone());
+            v.push(Problem { dropout: 0.1, ..p });
+        }
+    }
     v
 }
 

@@ -54,6 +54,7 @@ pub mod qk;
 pub mod scale;
 pub mod softmax;
 pub mod softmax_bwd;
+pub mod split_kv;
 pub mod tiled;
 pub mod tiled_bwd;
 pub mod tiled_coop;

@@ -46,6 +46,7 @@ pub enum VariantId {
     Tiled,
     TiledSubgroup,
     TiledCoop,
+    SplitKv,
 }
 
 impl VariantId {
@@ -387,6 +388,21 @@ pub const VARIANTS: &[Variant] = &[
         wants: wgpu::Features::empty(),
         tiles: false,
     },
+    Variant {
+        id: VariantId::SplitKv,
+        name: "split-kv",
+        summary: "decode (N <= 16, many keys): flash-decoding, a workgroup per slice of the keys per query row, then a combine dispatch",
+        needs: wgpu::Features::empty(),
+        requires: STORED_IN_DTYPE,
+        fully_masked: Semantics::Zero,
+        // First where it applies: its builder takes only the decode regime (N <= 16 and keys
+        // for several slices), where one workgroup per block of query rows starves the GPU.
+        auto_rank: 3,
+        build: tiled::build_split_kv,
+        excludes: &[],
+        wants: wgpu::Features::empty(),
+        tiles: false,
+    },
 ];
 
 /// Union of the features the named variants use or want (requested where the adapter has them).
@@ -523,7 +539,8 @@ pub struct AutoChoice {
 
 /// The documented rule of `--variant auto`.
 pub const AUTO_RULE: &str = "the compatible variant with the lowest auto_rank in the registry \
-    (tiled-coop 5 < tiled 10 < tiled-subgroup 15 < unfused-inplace 20 < unfused 30 < \
+    (split-kv 3, which takes decode shapes only: N <= 16 with keys for several slices; \
+    tiled-coop 5 < tiled 10 < tiled-subgroup 15 < unfused-inplace 20 < unfused 30 < \
     unfused-inplace-exp 35 < math 40: \
     the tensor-core kernel first where it runs (f16, cooperative matrices); then fewest estimated \
     bytes moved first, since attention is memory-bound and the fused kernels never write N x N; \

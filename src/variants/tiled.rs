@@ -131,7 +131,10 @@ fn training(mut plan: Plan, p: &Problem, caps: &AdapterCaps) -> Result<Plan, Str
     }
     tiled_bwd::check(p, caps)?;
     let rows = p.bh() * p.seq as u64 * 4;
-    plan.buffers.push(buf("L", rows, Role::Intermediate, false));
+    // `split-kv` keeps L in inference too (its combine writes it).
+    if plan.buffer("L").is_none() {
+        plan.buffers.push(buf("L", rows, Role::Intermediate, false));
+    }
     plan.buffers
         .push(buf("dO", p.qkv_bytes(), Role::Input, false));
     plan.buffers
@@ -142,7 +145,11 @@ fn training(mut plan: Plan, p: &Problem, caps: &AdapterCaps) -> Result<Plan, Str
         plan.buffers.push(buf(g, p.kv_bytes(), Role::Output, false));
     }
     let fwd = plan.dispatches.clone();
-    let saved = |b: &str| save(&fwd, b, "attention");
+    let last = fwd
+        .last()
+        .map_or("attention", |d| d.name.as_str())
+        .to_string();
+    let saved = |b: &str| save(&fwd, b, &last);
     let mut inputs = vec![saved("Q"), saved("K"), saved("V"), saved("L")];
     if p.mask.bias.is_some() {
         inputs.push(saved(crate::kernels::MASK));
@@ -165,6 +172,86 @@ fn training(mut plan: Plan, p: &Problem, caps: &AdapterCaps) -> Result<Plan, Str
         "training: the forward keeps L ({rows} bytes) for the backward instead of P"
     ));
     Ok(plan)
+}
+
+/// `split-kv`: flash-decoding (kernels/split_kv.rs) for the decode regime only: N <= 16 query
+/// rows and keys enough for several slices; refused otherwise with the reason (`auto` then
+/// takes the next variant). Training adds `tiled`'s fused backward (the combine writes L).
+pub fn build_split_kv(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
+    use crate::kernels::split_kv::{self, MAX_ROWS};
+    if p.seq > MAX_ROWS {
+        return Err(format!(
+            "split-KV is a decode kernel: N <= {MAX_ROWS} query rows (got N={}); with more rows \
+             one workgroup per block of query rows (`tiled`) already launches B*H*N/64 of them",
+            p.seq
+        ));
+    }
+    let (s, chunk) = split_kv::splits(p);
+    if s < 2 {
+        return Err(format!(
+            "M={} keys make a single slice of {chunk} for B*H*N = {} query rows: nothing to split \
+             (`tiled` does the same in one pass)",
+            p.kv_seq,
+            p.bh() * p.seq as u64
+        ));
+    }
+    const STORAGE: u64 = (256 + 4112 + 128 + 32) * 4;
+    if STORAGE > caps.max_workgroup_storage as u64 {
+        return Err(format!(
+            "split-KV needs {STORAGE} bytes of workgroup storage, this adapter allows {}",
+            caps.max_workgroup_storage
+        ));
+    }
+    if caps.max_invocations_per_workgroup < 128 || caps.max_workgroup_size_x < 128 {
+        return Err("split-KV needs 128-thread workgroups".into());
+    }
+    check_binding("Q/K/V", p.qkv_bytes(), caps)?;
+    let rows = p.bh() * p.seq as u64;
+    let d = p.head_dim as u64;
+    let mut buffers = vec![
+        buf("Q", p.qkv_bytes(), Role::Input, false),
+        buf("K", p.kv_bytes(), Role::Input, false),
+        buf("V", p.kv_bytes(), Role::Input, false),
+    ];
+    if p.bias_bytes() > 0 {
+        buffers.push(buf(
+            crate::kernels::MASK,
+            p.bias_bytes(),
+            Role::Input,
+            false,
+        ));
+    }
+    buffers.push(buf("PO", rows * s * d * 4, Role::Intermediate, false));
+    buffers.push(buf("PML", rows * s * 8, Role::Intermediate, false));
+    buffers.push(buf("L", rows * 4, Role::Intermediate, false));
+    buffers.push(buf("O", p.qkv_bytes(), Role::Output, false));
+    let plan = Plan {
+        variant: String::new(),
+        buffers,
+        dispatches: vec![split_kv::split(p, caps)?, split_kv::combine(p, caps)?],
+        output: "O".into(),
+        config: vec![
+            ("SPLITS".into(), s as f64),
+            ("CHUNK".into(), chunk as f64),
+            ("BK".into(), split_kv::BK as f64),
+        ],
+        notes: vec![
+            format!(
+                "decode: {s} slices of {chunk} keys per query row: {} workgroups, where one per \
+                 block of 64 query rows would be {}",
+                s * rows,
+                p.bh() * (p.seq as u64).div_ceil(64)
+            ),
+            "the N x M score matrix never reaches device memory (the slices' partials do: \
+             B*H*N*S*(D+2) floats)"
+                .into(),
+            "a row with no allowed key returns 0 (SDPA's convention)".into(),
+        ],
+        tile: None,
+        grads: vec![],
+        training_note: None,
+    };
+    training(plan, p, caps)
 }
 
 /// Backward-compatible names of the cooperative-matrix kernel's facts.
