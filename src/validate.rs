@@ -101,7 +101,7 @@ pub fn rows_to_check(p: &Problem) -> Vec<RowId> {
             .flat_map(|h| (0..n).map(move |i| RowId { bh: h, i }))
             .collect();
     }
-    let budget_rows = (FULL_CHECK_MAC_BUDGET / macs_per_row).clamp(64, total_rows);
+    let budget_rows = (FULL_CHECK_MAC_BUDGET / macs_per_row).clamp(64.min(total_rows), total_rows);
     let mut rng = rand_pcg::Pcg32::seed_from_u64(p.seed ^ 0x005e_ed0f_c4ec);
     let mut rows: Vec<RowId> = vec![
         RowId { bh: 0, i: 0 },
@@ -403,7 +403,7 @@ pub fn heads_to_check(p: &Problem) -> Vec<u64> {
     if bh * per_head <= GRAD_MAC_BUDGET {
         return (0..bh).collect();
     }
-    let want = (GRAD_MAC_BUDGET / per_head.max(1)).clamp(2, bh);
+    let want = (GRAD_MAC_BUDGET / per_head.max(1)).clamp(2.min(bh), bh);
     let mut rng = rand_pcg::Pcg32::seed_from_u64(p.seed ^ 0x0b4c_6a7d);
     let mut heads = vec![0, bh - 1];
     while (heads.len() as u64) < want {

@@ -48,7 +48,8 @@ pub fn overrides() -> Vec<(String, f64)> {
 /// The fused dispatch. The caller has checked the adapter (cooperative matrices, 32-wide
 /// subgroups, [`STORAGE`]) and D.
 pub fn attention(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
-    check_binding("Q/K/V", input_bytes(p), caps)?;
+    check_binding("Q ([B, H, N, D])", input_bytes(p), caps)?;
+    check_binding("K/V ([B, Hkv, M, D] each)", p.kv_bytes(), caps)?;
     let mask = mask_slot(&super::tiled::fused_bindings(p));
     super::tiled::fused_dispatch(
         p,

@@ -26,7 +26,8 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
             (c, cfg, "default".to_string())
         }
     };
-    check_binding("Q/K/V", p.qkv_bytes(), caps)?;
+    check_binding("Q ([B, H, N, D])", p.qkv_bytes(), caps)?;
+    check_binding("K/V ([B, Hkv, M, D] each)", p.kv_bytes(), caps)?;
     let d = attention(p, caps, &cfg, Reduce::Workgroup)?;
     let mut plan = fused_plan(p, p.qkv_bytes(), d, cfg.storage_bytes(), &cfg, vec![]);
     plan.tile = Some(TileUsed { choice, source });
@@ -66,7 +67,8 @@ pub fn build_subgroup(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         d4: p.head_dim.div_ceil(4),
         dp: 17,
     };
-    check_binding("Q/K/V", p.qkv_bytes(), caps)?;
+    check_binding("Q ([B, H, N, D])", p.qkv_bytes(), caps)?;
+    check_binding("K/V ([B, Hkv, M, D] each)", p.kv_bytes(), caps)?;
     let d = attention(p, caps, &cfg, Reduce::Subgroup)?;
     let plan = fused_plan(p, p.qkv_bytes(), d, cfg.storage_bytes(), &cfg, vec![]);
     training(plan, p, caps)
@@ -205,7 +207,8 @@ pub fn build_split_kv(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     if caps.max_invocations_per_workgroup < 128 || caps.max_workgroup_size_x < 128 {
         return Err("split-KV needs 128-thread workgroups".into());
     }
-    check_binding("Q/K/V", p.qkv_bytes(), caps)?;
+    check_binding("Q ([B, H, N, D])", p.qkv_bytes(), caps)?;
+    check_binding("K/V ([B, Hkv, M, D] each)", p.kv_bytes(), caps)?;
     let rows = p.bh() * p.seq as u64;
     let d = p.head_dim as u64;
     let mut buffers = vec![
