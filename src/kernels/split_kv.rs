@@ -9,21 +9,54 @@ use crate::gpu::AdapterCaps;
 use crate::plan::{Access, Dispatch, Params};
 use crate::problem::Problem;
 
-/// Keys per tile of the split kernel (shaders/split_kv.wgsl `BK`).
-pub const BK: u64 = 16;
+/// Keys per tile of the split kernel (`BK` of shaders/split_kv_d128.wgsl / split_kv_d256.wgsl).
+pub fn bk(p: &Problem) -> u64 {
+    if p.head_dim <= 128 {
+        32
+    } else {
+        16
+    }
+}
+/// Query heads one workgroup serves at most (split_kv.wgsl `GMAX`): H / Hkv <= 8.
+pub const GMAX: u32 = 8;
+/// Workgroup storage of the split kernel: qsh 8 KiB, the K tile, scores, factors, rescales.
+pub const STORAGE: u64 = (2048 + 4128 + 256 + 256 + 8) * 4;
 /// Workgroups the split pass aims at: a few per SM of a large GPU (132 on the H200), so that
 /// every SM has several to hide its memory latency.
 pub const TARGET_WORKGROUPS: u64 = 1024;
 /// The decode regime: at most this many query rows.
 pub const MAX_ROWS: u32 = 16;
 
-/// (slices per query row S, keys per slice): S = ⌈TARGET / (B·H·N)⌉, at most one slice per tile.
+/// (slices per query row S, keys per slice): S = ⌈TARGET / (B·Hkv·N)⌉ (a workgroup serves a K/V
+/// head's group of query heads), at most one slice per tile.
 pub fn splits(p: &Problem) -> (u64, u64) {
-    let tiles = (p.kv_seq as u64).div_ceil(BK);
-    let rows = p.bh() * p.seq as u64;
+    let bk = bk(p);
+    let tiles = (p.kv_seq as u64).div_ceil(bk);
+    let rows = p.batch as u64 * p.kv_heads as u64 * p.seq as u64;
     let want = TARGET_WORKGROUPS.div_ceil(rows).clamp(1, tiles);
-    let chunk = tiles.div_ceil(want) * BK;
+    let chunk = tiles.div_ceil(want) * bk;
     ((p.kv_seq as u64).div_ceil(chunk), chunk)
+}
+
+/// Why the split kernel cannot run `p` (beyond the decode regime, which the variant checks).
+pub fn check(p: &Problem) -> Result<(), String> {
+    let epw = if p.dtype.bytes() == 2 { 8 } else { 4 };
+    if !p.head_dim.is_multiple_of(epw) {
+        return Err(format!(
+            "split-KV reads K as 16-byte words ({epw} {} elements): D must be a multiple of \
+             {epw} (got D={})",
+            p.dtype.name(),
+            p.head_dim
+        ));
+    }
+    if p.group() > GMAX {
+        return Err(format!(
+            "split-KV serves the query heads of a K/V head in one workgroup, at most {GMAX} \
+             (got H / Hkv = {})",
+            p.group()
+        ));
+    }
+    Ok(())
 }
 
 /// The split pass: `PO` (partial outputs) and `PML` (partial max and sum) of every slice.
@@ -44,19 +77,31 @@ pub fn split(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
     let e = p.dtype.bytes();
     let d = p.head_dim as u64;
     let pairs = p.bh() * p.allowed_pairs_per_head();
+    let kv_groups = p.batch as u64 * p.kv_heads as u64;
     Ok(Dispatch {
         name: "split".into(),
         phase: crate::plan::Phase::Forward,
         saved: vec![],
-        shader: kernel!(
-            "split_kv.wgsl",
-            st,
-            mask_slot(&bindings),
-            dropout = p.dropout().is_some()
-        ),
+        shader: if p.head_dim <= 128 {
+            kernel!(
+                "split_kv.wgsl" + "split_kv_d128.wgsl",
+                st,
+                mask_slot(&bindings),
+                dropout = p.dropout().is_some()
+            )
+        } else {
+            kernel!(
+                "split_kv.wgsl" + "split_kv_d256.wgsl",
+                st,
+                mask_slot(&bindings),
+                dropout = p.dropout().is_some()
+            )
+        },
         entry: "main",
         overrides: vec![
             ("CHUNK".to_string(), chunk as f64),
+            ("DC".to_string(), d.div_ceil(128) as f64),
+            ("GROUP".to_string(), p.group() as f64),
             ("SPLITS".to_string(), s as f64),
         ],
         params: Params::of(p),
@@ -73,9 +118,11 @@ pub fn split(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
         writes_bytes: p.bh() * p.seq as u64 * s * (d + 2) * 4,
         flops: 4 * pairs * d,
         note: format!(
-            "split-KV (flash-decoding): {s} slices of {chunk} keys per query row, a workgroup \
-             each ({} in all), online softmax per slice",
-            s * p.bh() * p.seq as u64
+            "split-KV (flash-decoding): {s} slices of {chunk} keys per query row and K/V head, a \
+             workgroup each serving the {} query heads of the group ({} in all), online softmax \
+             per slice",
+            p.group(),
+            s * kv_groups * p.seq as u64
         ),
     })
 }

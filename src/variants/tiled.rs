@@ -197,10 +197,11 @@ pub fn build_split_kv(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
             p.bh() * p.seq as u64
         ));
     }
-    const STORAGE: u64 = (256 + 4112 + 128 + 32) * 4;
-    if STORAGE > caps.max_workgroup_storage as u64 {
+    split_kv::check(p)?;
+    if split_kv::STORAGE > caps.max_workgroup_storage as u64 {
         return Err(format!(
-            "split-KV needs {STORAGE} bytes of workgroup storage, this adapter allows {}",
+            "split-KV needs {} bytes of workgroup storage, this adapter allows {}",
+            split_kv::STORAGE,
             caps.max_workgroup_storage
         ));
     }
@@ -236,13 +237,14 @@ pub fn build_split_kv(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         config: vec![
             ("SPLITS".into(), s as f64),
             ("CHUNK".into(), chunk as f64),
-            ("BK".into(), split_kv::BK as f64),
+            ("BK".into(), split_kv::bk(p) as f64),
+            ("GROUP".into(), p.group() as f64),
         ],
         notes: vec![
             format!(
-                "decode: {s} slices of {chunk} keys per query row: {} workgroups, where one per \
-                 block of 64 query rows would be {}",
-                s * rows,
+                "decode: {s} slices of {chunk} keys per query row and K/V head: {} workgroups, \
+                 where one per block of 64 query rows would be {}",
+                s * p.batch as u64 * p.kv_heads as u64 * p.seq as u64,
                 p.bh() * (p.seq as u64).div_ceil(64)
             ),
             "the N x M score matrix never reaches device memory (the slices' partials do: \
