@@ -267,6 +267,13 @@ fn split_kv_decodes_and_auto_takes_it_only_for_decode() {
         let plan = variants::plan("split-kv", &p, &gpu.caps).unwrap();
         let splits = plan.config.iter().find(|(k, _)| k == "SPLITS").unwrap().1;
         assert!(splits >= 2.0, "{splits}");
+        // One workgroup per (slice, row, K/V head): the group's query heads share it.
+        assert_eq!(
+            plan.dispatches[0].workgroups,
+            [splits as u32, n, 2 * kv],
+            "{}",
+            p.shape_string()
+        );
         assert_eq!(variants::auto(&p, &gpu.caps).unwrap().picked, "split-kv");
     }
     let p = Problem::new(1, 2, 64, 32, true, 1);

@@ -109,12 +109,13 @@ pub fn split(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
         workgroups: [
             check_grid("key slices", s, caps)?,
             check_grid("N query rows", p.seq as u64, caps)?,
-            check_grid("B*H", p.bh(), caps)?,
+            check_grid("B*Hkv", kv_groups, caps)?,
         ],
-        // Q once, each query row's keys of K and V once (the K/V head is re-read per query row
-        // and head), the mask bias per pair; the partials.
+        // Q once, each query row's keys of K and V once per K/V head (shared by its group), the
+        // mask bias per pair; the partials.
         reads_bytes: p.qkv_bytes()
-            + pairs * (2 * d * e + if p.mask.bias.is_some() { 4 } else { 0 }),
+            + pairs / p.group() as u64 * 2 * d * e
+            + if p.mask.bias.is_some() { pairs * 4 } else { 0 },
         writes_bytes: p.bh() * p.seq as u64 * s * (d + 2) * 4,
         flops: 4 * pairs * d,
         note: format!(
