@@ -120,7 +120,7 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     let all = Params::of(p);
     // The element-wise passes over K, V and their gradients cover B*Hkv heads (GQA).
     let all_kv = Params {
-        heads: (p.batch * p.kv_heads) as u32,
+        heads: p.batch * p.kv_heads,
         seq: p.kv_seq,
         ..all
     };
