@@ -90,7 +90,12 @@ fn problems() -> Vec<Problem> {
             p.dtype = dtype;
             p.backward = backward;
             v.push(p.clone());
-            v.push(Problem { dropout: 0.1, ..p });
+            v.push(Problem {
+                dropout: 0.1,
+                ..p.clone()
+            });
+            // D > 128: the 16-key tile (split_kv_d256.wgsl).
+            v.push(Problem { head_dim: 256, ..p });
         }
     }
     v
