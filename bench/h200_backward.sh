@@ -4,14 +4,8 @@
 #   bash bench/h200_backward.sh BINARY OUTDIR
 # attn-wgpu: every variant with --backward at the seed's shape (f32, f16), `tiled` and `unfused`
 # OUTDIR/backward.tar.gz (+ OUTDIR/log.txt).
-set -u
-B=${1:?usage: bench/h200_backward.sh BINARY OUTDIR}
-out=${2:?usage: bench/h200_backward.sh BINARY OUTDIR}
-o=$(mktemp -d)
-source bench/h200_env.sh
-SEED="--batch 8 --heads 16 --head-dim 64"
-log="$o/log.txt"
-step() { echo "## $*"; "$@"; echo "## exit $?"; }
+source bench/h200_lib.sh
+h200_begin "$@"
 {
   echo "## nvidia-smi"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   for dt in f32 f16; do
@@ -29,7 +23,4 @@ step() { echo "## $*"; "$@"; echo "## exit $?"; }
     PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py --backward $SEED --seq 4096 --dtype $dt --reps 5 --variants naive-inplace,flash,efficient,cudnn --json "$o/torch_bwd_${dt}_N4096.json"
   done
 } > "$log" 2>&1
-mkdir -p "$out"
-cp "$log" "$out/log.txt"
-tar czf "$out/backward.tar.gz" -C "$o" .
-grep -hE "^(## [^e]|unfused|tiled|math|naive|flash|efficient|cudnn|  [a-z])" "$log" | grep -v "^## exit 0" | cut -c1-160
+h200_end backward

@@ -6,13 +6,8 @@
 # query row sees every key: what bottom-right causal means for N = 1): every attn-wgpu variant
 # (split-kv against the fused kernel with one workgroup per block of query rows) and PyTorch's
 # flash / efficient / math / cuDNN / naive. Writes OUTDIR/decode.tar.gz (+ OUTDIR/log.txt).
-set -u
-B=${1:?usage: bench/h200_decode.sh BINARY OUTDIR}
-out=${2:?usage: bench/h200_decode.sh BINARY OUTDIR}
-o=$(mktemp -d)
-source bench/h200_env.sh
-log="$o/log.txt"
-step() { echo "## $*"; "$@"; echo "## exit $?"; }
+source bench/h200_lib.sh
+h200_begin "$@"
 {
   echo "## nvidia-smi"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   # Warm the GPU's clocks before the first timed run (it idles at 345 MHz).
@@ -26,7 +21,4 @@ step() { echo "## $*"; "$@"; echo "## exit $?"; }
   done
   step $B explain --variant tiled,split-kv --batch 1 --heads 32 --kv-heads 8 --head-dim 128 --seq 1 --kv-seq 16384 --no-causal --dtype f16 --reps 10
 } > "$log" 2>&1
-mkdir -p "$out"
-cp "$log" "$out/log.txt"
-tar czf "$out/decode.tar.gz" -C "$o" .
-grep -hE "^(## [^e]|unfused|tiled|math|split|naive|flash|efficient|cudnn|  [a-z])" "$log" | grep -v "^## exit 0" | cut -c1-160
+h200_end decode

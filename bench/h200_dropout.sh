@@ -8,15 +8,9 @@
 # dropout for `tiled` and `tiled-coop`: --dropout 0 and 0.1 back to back at N = 1024 and 4096.
 # PyTorch: flash / efficient / math (and the naive code) with dropout_p = 0.1 and 0, timed only
 # (its RNG cannot reproduce our keep mask). Writes OUTDIR/dropout.tar.gz (+ OUTDIR/log.txt).
-set -u
-B=${1:?usage: bench/h200_dropout.sh BINARY OUTDIR}
-out=${2:?usage: bench/h200_dropout.sh BINARY OUTDIR}
+source bench/h200_lib.sh
+h200_begin "$@"
 part=${3:-all}
-o=$(mktemp -d)
-source bench/h200_env.sh
-SEED="--batch 8 --heads 16 --head-dim 64"
-log="$o/log.txt"
-step() { echo "## $*"; "$@"; echo "## exit $?"; }
 {
   echo "## nvidia-smi"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   if [ "$part" != torch ]; then
@@ -45,7 +39,4 @@ step() { echo "## $*"; "$@"; echo "## exit $?"; }
   done
   fi
 } > "$log" 2>&1
-mkdir -p "$out"
-cp "$log" "$out/log.txt"
-tar czf "$out/dropout.tar.gz" -C "$o" .
-grep -hE "^(## [^e]|unfused|tiled|math|naive|flash|efficient|cudnn|  [a-z])" "$log" | grep -v "^## exit 0" | cut -c1-160
+h200_end dropout

@@ -6,14 +6,8 @@
 # B8 H16 D64 causal N=1024: every variant with Hkv = 4 (GQA 4:1) and Hkv = 1 (MQA), forward f32 and
 # f16 and the f16 training step, validated against the f64 oracle; PyTorch with enable_gqa=True
 # (the naive code with repeat_interleave). Writes OUTDIR/gqa.tar.gz (+ OUTDIR/log.txt).
-set -u
-B=${1:?usage: bench/h200_gqa.sh BINARY OUTDIR}
-out=${2:?usage: bench/h200_gqa.sh BINARY OUTDIR}
-o=$(mktemp -d)
-source bench/h200_env.sh
-SEED="--batch 8 --heads 16 --head-dim 64"
-log="$o/log.txt"
-step() { echo "## $*"; "$@"; echo "## exit $?"; }
+source bench/h200_lib.sh
+h200_begin "$@"
 {
   echo "## nvidia-smi"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   for kv in 4 1; do
@@ -27,7 +21,4 @@ step() { echo "## $*"; "$@"; echo "## exit $?"; }
   done
   PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py --backward $SEED --kv-heads 4 --seq 1024 --dtype f16 --reps 5 --variants naive,flash,efficient --json "$o/torch_bwd_kv4_f16_N1024.json"
 } > "$log" 2>&1
-mkdir -p "$out"
-cp "$log" "$out/log.txt"
-tar czf "$out/gqa.tar.gz" -C "$o" .
-grep -hE "^(## [^e]|unfused|tiled|math|naive|flash|efficient|cudnn|  [a-z])" "$log" | grep -v "^## exit 0" | cut -c1-160
+h200_end gqa

@@ -7,14 +7,8 @@
 # bench/h200_backward.sh; dropout through bench/h200_dropout.sh) and the PyTorch baseline
 # (bench/torch_sdpa.py) in the same lease, so the numbers share one GPU state. Everything lands
 # in OUTDIR/h200.tar.gz (+ OUTDIR/log.txt).
-set -u
-B=${1:?usage: bench/h200_suite.sh BINARY OUTDIR}
-out=${2:?usage: bench/h200_suite.sh BINARY OUTDIR}
-o=$(mktemp -d)
-source bench/h200_env.sh
-SEED="--batch 8 --heads 16 --head-dim 64"
-log="$o/log.txt"
-step() { echo "## $*"; "$@"; echo "## exit $?"; }
+source bench/h200_lib.sh
+h200_begin "$@"
 {
   echo "## nvidia-smi"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   step $B adapters
@@ -42,7 +36,4 @@ step() { echo "## $*"; "$@"; echo "## exit $?"; }
 bash bench/h200_backward.sh "$B" "$o/backward" >> "$log" 2>&1
 # Dropout (every variant validated with --dropout 0.1, its cost beside PyTorch's), same lease.
 bash bench/h200_dropout.sh "$B" "$o/dropout" >> "$log" 2>&1
-mkdir -p "$out"
-cp "$log" "$out/log.txt"
-tar czf "$out/h200.tar.gz" -C "$o" .
-grep -hE "^(## [^e]|unfused|tiled|math|attention|naive|flash|efficient|cudnn|Auto)" "$log" | grep -v "^## exit 0" | cut -c1-140
+h200_end h200
