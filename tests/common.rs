@@ -37,6 +37,30 @@ pub fn bin() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_attn-wgpu"))
 }
 
+/// `attn-wgpu run ARGS --q Q --k K --v V`, finished: Q, K, V are `dir`'s q.npy, k.npy, v.npy
+/// (what `--save-inputs dir` wrote) unless `k` names another file for both K and V.
+pub fn run_on_files(
+    dir: &std::path::Path,
+    k: Option<&std::path::Path>,
+    args: &[&str],
+) -> std::process::Output {
+    let (kf, vf) = match k {
+        Some(k) => (k.to_path_buf(), k.to_path_buf()),
+        None => (dir.join("k.npy"), dir.join("v.npy")),
+    };
+    bin()
+        .arg("run")
+        .args(args)
+        .arg("--q")
+        .arg(dir.join("q.npy"))
+        .arg("--k")
+        .arg(kf)
+        .arg("--v")
+        .arg(vf)
+        .output()
+        .unwrap()
+}
+
 /// A finished command's stderr, as text.
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

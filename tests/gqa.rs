@@ -155,39 +155,21 @@ fn cli_kv_heads_shapes_and_errors() {
         assert_eq!(t.shape, vec![1, h, 16, 8], "{f}");
     }
     // The saved files run again: Hkv comes from --k.
-    let o = bin()
-        .args([
-            "run",
-            "--variant",
-            "unfused",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-        ])
-        .arg("--q")
-        .arg(inputs.join("q.npy"))
-        .arg("--k")
-        .arg(inputs.join("k.npy"))
-        .arg("--v")
-        .arg(inputs.join("v.npy"))
-        .output()
-        .unwrap();
+    let o = common::run_on_files(
+        &inputs,
+        None,
+        &["--variant", "unfused", "--reps", "1", "--warmup", "0"],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("Hkv=2 (GQA)"));
     // K with 3 heads for Q's 4: exit 2 naming the shapes.
     let bad = dir.path().join("k3.npy");
     attn_wgpu::npy::write(&bad, &[1, 3, 16, 8], DType::F32, &vec![0.0; 384]).unwrap();
-    let o = bin()
-        .args(["run", "--variant", "unfused", "--reps", "1"])
-        .arg("--q")
-        .arg(inputs.join("q.npy"))
-        .arg("--k")
-        .arg(&bad)
-        .arg("--v")
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let o = common::run_on_files(
+        &inputs,
+        Some(&bad),
+        &["--variant", "unfused", "--reps", "1"],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("Hkv dividing H = 4"), "{}", stderr(&o));
     let o = run(&["--variant", "tiled", "--heads", "4", "--kv-heads", "3"]);

@@ -184,17 +184,20 @@ fn cli_kv_seq_alignment_and_files() {
             .shape,
         vec![1, 2, 12, 8]
     );
-    let o = bin()
-        .args(["run", "--variant", "tiled", "--reps", "1", "--warmup", "0"])
-        .args(["--causal", "bottom-right"])
-        .arg("--q")
-        .arg(inputs.join("q.npy"))
-        .arg("--k")
-        .arg(inputs.join("k.npy"))
-        .arg("--v")
-        .arg(inputs.join("v.npy"))
-        .output()
-        .unwrap();
+    let o = common::run_on_files(
+        &inputs,
+        None,
+        &[
+            "--variant",
+            "tiled",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--causal",
+            "bottom-right",
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("M=12"));
     // A mask must be [N, M].
