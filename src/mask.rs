@@ -2,10 +2,10 @@
 //! normalized on the host into the one buffer the GPU sees.
 //!
 //! # What the GPU sees
-//! - **causal**: an index test in the kernels (key j takes part in row i iff j <= i, top-left
-//!   aligned as SDPA's `is_causal`); no buffer.
+//! - **causal**: an index test in the kernels (key j takes part in row i iff j <= i + offset:
+//!   0 top-left as SDPA's `is_causal`, M - N bottom-right); no buffer.
 //! - **everything else** (`--mask`, `--key-padding`): one additive **f32 bias** buffer `MASK` of
-//!   shape `[Bm, Hm, N, N]` (Bm in {1, B}, Hm in {1, H}, broadcast over the other), added to the
+//!   shape `[Bm, Hm, N, M]` (Bm in {1, B}, Hm in {1, H}, broadcast over the other), added to the
 //!   scaled scores: 0 where a key takes part, -inf where it is blocked, and a float mask's own
 //!   values. Key padding writes -inf in columns j >= L_b of batch b (so the bias then has Bm = B).
 //!
@@ -25,7 +25,7 @@ pub enum MaskValues {
     Float(Vec<f32>),
 }
 
-/// An explicit mask of shape `[N, N]` or `[B, 1 or H, N, N]`.
+/// An explicit mask of shape `[N, M]` or `[B, 1 or H, N, M]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UserMask {
     pub shape: Vec<u64>,

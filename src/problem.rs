@@ -1,7 +1,8 @@
 //! The attention problem: shape, dtype, causal flag, scale, seed, and the deterministic inputs.
 //!
-//! Layout of Q, K, V and O: `[B, H, N, D]`, row-major, contiguous (element `(b, h, i, d)` lives at
-//! `((b * H + h) * N + i) * D + d`).
+//! Layout of Q and O: `[B, H, N, D]`, row-major, contiguous (element `(b, h, i, d)` lives at
+//! `((b * H + h) * N + i) * D + d`); K and V: `[B, Hkv, M, D]` the same way (Hkv = H and M = N
+//! unless `--kv-heads` / `--kv-seq`).
 //!
 //! # Input generator (same seed, same bits, on every machine)
 //! Q, K and V are drawn in that order from one `Pcg32` stream (`rand_pcg::Pcg32::seed_from_u64(seed)`,
@@ -120,7 +121,7 @@ impl Convention {
 }
 
 /// What the GPU sees of the masks besides the causal index test: one additive f32 bias buffer
-/// `MASK` of shape `[Bm, Hm, N, N]` (Bm in {1, B}, Hm in {1, H}; broadcast over the others), built
+/// `MASK` of shape `[Bm, Hm, N, M]` (Bm in {1, B}, Hm in {1, H}; broadcast over the others), built
 /// on the host from `--mask` and `--key-padding` (0 = takes part, -inf = blocked, a float mask's
 /// own values otherwise). `None` when neither is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
