@@ -256,6 +256,35 @@ def test_tolerance_rule():
     print("ok  low_precision_rows / pytorch_tolerance / round_to")
 
 
+def test_kv_seq_and_alignment():
+    """N != M: top-left causal (key j in row i iff j <= i) and bottom-right (j <= i + M - N); with
+    N = 1 bottom-right sees every key, as no mask does; with M < N its first N - M rows see none;
+    the backward reference takes the same offset."""
+    rng = np.random.default_rng(3)
+    B, H, N, M, D = 1, 2, 6, 10, 8
+    q = rng.uniform(-1, 1, (B, H, N, D)).astype(np.float32)
+    k, v = (rng.uniform(-1, 1, (B, H, M, D)).astype(np.float32) for _ in range(2))
+    rows = ts.select_rows(B, H, N, 0)
+    tl, _ = ts.reference_rows(q, k, v, rows, 0.3, True)
+    br, _ = ts.reference_rows(q, k, v, rows, 0.3, True, None, M - N)
+    last = rows[:, 2] == N - 1
+    free, _ = ts.reference_rows(q, k, v, rows, 0.3, False)
+    assert np.allclose(br[last], free[last]), "the last row sees every key bottom-right"
+    assert not np.allclose(tl[last], br[last])
+    q1 = q[:, :, :1]
+    r1 = ts.select_rows(B, H, 1, 0)
+    a, _ = ts.reference_rows(q1, k, v, r1, 0.3, True, None, M - 1)
+    b, _ = ts.reference_rows(q1, k, v, r1, 0.3, False)
+    assert np.allclose(a, b), "decode: bottom-right = no mask"
+    full = ts.fully_masked_rows(None, True, B, H, M, 6 - M)  # M' = 6 keys for 10 rows
+    assert full[0, 0, :4].all() and not full[0, 0, 4:].any()
+    g = [x[0] for x in (q, k, v, q)]  # [H, rows, D]
+    d_tl = ts.reference_grads(*g, 0.3, True, None)
+    d_br = ts.reference_grads(*g, 0.3, True, None, causal_off=M - N)
+    assert d_tl[1].shape == (H, M, D) and not np.allclose(d_tl[1], d_br[1])
+    print("ok  kv-seq / causal alignment / fully-masked bottom-right rows")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--attn-wgpu", default=None, help="attn-wgpu binary for the cross-check")
@@ -265,6 +294,7 @@ def main():
         test_blocked_and_fully_masked()
         test_reference_and_check_rows()
         test_tolerance_rule()
+        test_kv_seq_and_alignment()
         if args.attn_wgpu:
             cross_check_with_attn_wgpu(args.attn_wgpu, d)
     print("all passed")

@@ -391,8 +391,15 @@ def parse_args(argv):
         "--kv-seq",
         type=int,
         default=None,
-        help="keys M (default N): k and v are [B, Hkv, M, D]; causal is SDPA's is_causal (top-left) "
-        "then; for decode (N=1) pass --no-causal, which is bottom-right causal's meaning there",
+        help="keys M (default N): k and v are [B, Hkv, M, D]; with causal, --causal-align says "
+        "where the diagonal sits (for decode, N=1, bottom-right is the same as --no-causal)",
+    )
+    p.add_argument(
+        "--causal-align",
+        choices=("top-left", "bottom-right"),
+        default="top-left",
+        help="where the causal diagonal sits when N != M (attn-wgpu's --causal ALIGN): top-left "
+        "(SDPA's is_causal, default) or bottom-right (torch.nn.attention.bias.causal_lower_right)",
     )
     p.add_argument(
         "--kv-heads",
@@ -638,11 +645,14 @@ def causal_blocked(n):
     return np.triu(np.ones((n, n), dtype=bool), k=1)
 
 
-def fully_masked_rows(bias, causal, B, H, N):
+def fully_masked_rows(bias, causal, B, H, N, causal_off=0):
     """[B, H, N] bool: rows in which no key takes part (bias None: causal only,
     and a causal row always keeps key 0, so none)."""
     if bias is None:
-        return np.zeros((B, H, N), dtype=bool)
+        full = np.zeros((B, H, N), dtype=bool)
+        if causal and causal_off < 0:
+            full[..., : min(N, -causal_off)] = True  # bottom-right, M < N: rows before N - M
+        return full
     full = blocked_keys(bias, causal).all(axis=-1)  # [Bm, Hm, N]
     return np.broadcast_to(full, (B, H, N))
 
@@ -688,7 +698,7 @@ def select_rows(B, H, N, seed, extra=()):
     return np.stack([b, h, i], axis=1)
 
 
-def reference_rows(q, k, v, rows, scale, causal, bias=None):
+def reference_rows(q, k, v, rows, scale, causal, bias=None, causal_off=0):
     """float64 attention output for the selected rows: (ref [R, D], full [R]).
 
     q, k, v are float32 numpy arrays [B, H, N, D] holding the rounded values
@@ -719,8 +729,9 @@ def reference_rows(q, k, v, rows, scale, causal, bias=None):
             hh = h if bias.shape[1] > 1 else 0
             s = s + bias[bb, hh][i_idx].astype(np.float64)
         if causal:
-            # Top-left (SDPA's is_causal): key j in row i iff j <= i, over the M keys of K.
-            blocked = np.arange(K.shape[0])[None, :] > i_idx[:, None]
+            # Key j in row i iff j <= i + causal_off (0: top-left, SDPA's is_causal; M - N:
+            # bottom-right), over the M keys of K.
+            blocked = np.arange(K.shape[0])[None, :] > i_idx[:, None] + causal_off
             s = np.where(blocked, -np.inf, s)
         m = s.max(axis=1, keepdims=True)
         none = m[:, 0] == -np.inf  # no key takes part
@@ -735,7 +746,7 @@ def reference_rows(q, k, v, rows, scale, causal, bias=None):
     return ref, full
 
 
-def low_precision_rows(q, k, v, rows, scale, causal, bias, dtype_name):
+def low_precision_rows(q, k, v, rows, scale, causal, bias, dtype_name, causal_off=0):
     """The low-precision twin of reference_rows (attn-wgpu's reference::low_precision_row): scores
     and softmax in float32 (the row sum from the unrounded probabilities), P rounded to the
     dtype before P.V, P.V accumulated in float32, the output rounded to the dtype. Fully-masked
@@ -756,7 +767,7 @@ def low_precision_rows(q, k, v, rows, scale, causal, bias, dtype_name):
             hh = h if bias.shape[1] > 1 else 0
             s = s + bias[bb, hh][i_idx].astype(np.float32)
         if causal:
-            blocked = np.arange(K.shape[0])[None, :] > i_idx[:, None]
+            blocked = np.arange(K.shape[0])[None, :] > i_idx[:, None] + causal_off
             s = np.where(blocked, np.float32(-np.inf), s)
         m = s.max(axis=1, keepdims=True)
         none = m[:, 0] == -np.inf
@@ -860,7 +871,7 @@ def validate(out, rows, rows_dev, ref, full, full_dev, semantics, tol, rows_tota
 # ---------------------------------------------------------------------------
 
 
-def build_masks(bias, causal, N, dtype, device, kv_seq=None):
+def build_masks(bias, causal, N, dtype, device, kv_seq=None, bottom_right=False):
     """The mask tensors of every variant, built once outside any timed region.
 
     Returns (masks, ref_bias): `masks` has "fill" (bool, True = blocked, for
@@ -871,12 +882,28 @@ def build_masks(bias, causal, N, dtype, device, kv_seq=None):
     float32 holding the values the variants see).  See the module docstring.
     """
     tri = None
+    M = kv_seq or N
+    off = M - N if bottom_right else 0
     if causal:
-        # Top-left over the N x M scores (SDPA's is_causal; M = N without --kv-seq).
-        tri = torch.triu(torch.ones(N, kv_seq or N, dtype=torch.bool, device=device), diagonal=1)
+        # Over the N x M scores: top-left (SDPA's is_causal) or bottom-right.
+        tri = torch.triu(torch.ones(N, M, dtype=torch.bool, device=device), diagonal=1 + off)
     if bias is None:
+        if causal and bottom_right and M != N:
+            # SDPA's own bottom-right causal bias, which flash and efficient take as causal.
+            from torch.nn.attention.bias import causal_lower_right
+
+            masks = {
+                "fill": tri,
+                "add": None,
+                "attn_mask": causal_lower_right(N, M),
+                "is_causal": False,
+                "kind": None,
+            }
+            return masks, None
         masks = {"fill": tri, "add": None, "attn_mask": None, "is_causal": causal, "kind": None}
         return masks, None
+    if causal and bottom_right and M != N:
+        raise SystemExit("error: --causal-align bottom-right with a mask.npy is not supported here")
     if mask_only_blocks(bias):
         # 0 / -inf only: exactly a bool mask, the same in every dtype.
         blocked = torch.from_numpy(np.ascontiguousarray(blocked_keys(bias, causal))).to(device)
@@ -1237,7 +1264,7 @@ DROPOUT_UNCHECKED = (
 )
 
 
-def reference_grads(q, k, v, do, scale, causal, bias, lp_dtype=None):
+def reference_grads(q, k, v, do, scale, causal, bias, lp_dtype=None, causal_off=0):
     """dQ, dK, dV (float64 numpy) of the heads given ([h, N, D] float numpy arrays), as
     attn-wgpu's backward oracle defines them (src/reference.rs, backward_head): with lp_dtype the
     low-precision twin (float32 arithmetic, P and dS rounded to the dtype before their products,
@@ -1253,7 +1280,7 @@ def reference_grads(q, k, v, do, scale, causal, bias, lp_dtype=None):
     s = (q @ k.transpose(0, 2, 1)) * ft(scale)
     blocked = np.zeros(s.shape, dtype=bool)
     if causal:
-        blocked |= np.triu(np.ones((n, m), dtype=bool), 1)[None]
+        blocked |= np.triu(np.ones((n, m), dtype=bool), 1 + causal_off)[None]
     if bias is not None:
         s = s + bias.astype(ft)
         blocked |= np.isneginf(bias)
@@ -1399,8 +1426,11 @@ def measure_backward(variant, q, k, v, masks, scale, causal, ref_bias, args, is_
         fold = lambda x: x.reshape(len(kv_heads), group, *x.shape[1:]).sum(axis=1)  # noqa: E731
         return [dq, fold(dk), fold(dv)]
 
-    ref = group_sum(reference_grads(qc, kc, vc, dc, scale, causal, bias))
-    lp = group_sum(reference_grads(qc, kc, vc, dc, scale, causal, bias, lp_dtype=dtype_name))
+    off = (k.shape[2] - N) if (causal and args.causal_align == "bottom-right") else 0
+    ref = group_sum(reference_grads(qc, kc, vc, dc, scale, causal, bias, causal_off=off))
+    lp = group_sum(
+        reference_grads(qc, kc, vc, dc, scale, causal, bias, lp_dtype=dtype_name, causal_off=off)
+    )
     got = [
         pick(grads[0]).astype(np.float64),
         np.stack([grads[1][0, kh] for kh in kv_heads]).astype(np.float64),
@@ -1445,8 +1475,10 @@ def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_c
     # region; ref_bias holds the mask values the variants see.
     bias = host_inputs.get("mask") if host_inputs is not None else None
     kv_seq = host_inputs["k"].shape[2] if host_inputs is not None else args.kv_seq
-    masks, ref_bias = build_masks(bias, causal, N, dtype, device, kv_seq)
-    full_rows = fully_masked_rows(ref_bias, causal, B, H, N)  # [B, H, N]
+    bottom_right = args.causal_align == "bottom-right"
+    causal_off = ((kv_seq or N) - N) if (causal and bottom_right) else 0
+    masks, ref_bias = build_masks(bias, causal, N, dtype, device, kv_seq, bottom_right)
+    full_rows = fully_masked_rows(ref_bias, causal, B, H, N, causal_off)  # [B, H, N]
     full_flat = np.flatnonzero(full_rows)
 
     # Inputs: rounded to dtype on the CPU; the reference uses exactly these.
@@ -1459,8 +1491,8 @@ def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_c
     # The references see K and V expanded to every query head (what GQA means).
     qe, ke, ve = (t.float().numpy() for t in (q_c, k_c, v_c))
     ke, ve = (np.repeat(t, group, axis=1) for t in (ke, ve))
-    ref, ref_full = reference_rows(qe, ke, ve, rows, scale, causal, ref_bias)
-    lp = low_precision_rows(qe, ke, ve, rows, scale, causal, ref_bias, dtype_name)
+    ref, ref_full = reference_rows(qe, ke, ve, rows, scale, causal, ref_bias, causal_off)
+    lp = low_precision_rows(qe, ke, ve, rows, scale, causal, ref_bias, dtype_name, causal_off)
     del qe, ke, ve
     finite = np.isfinite(ref) & np.isfinite(lp)
     lp_err = float(np.abs(ref - lp)[finite].max()) if finite.any() else 0.0
@@ -1591,6 +1623,7 @@ def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_c
             "kv_heads": H // group,
             "seq": N,
             "kv_seq": M,
+            "causal_align": args.causal_align,
             "head_dim": D,
             "causal": causal,
             "scale": float(scale),

@@ -61,6 +61,19 @@ pub fn run_on_files(
         .unwrap()
 }
 
+/// The Python with numpy: `ATTN_WGPU_PYTHON`, else the system's /usr/bin/python3 (where
+/// .ci/run's `apt-get install python3-numpy` puts numpy, whatever a pyenv shim says), else
+/// python3 on the PATH.
+pub fn python() -> String {
+    std::env::var("ATTN_WGPU_PYTHON").unwrap_or_else(|_| {
+        if std::path::Path::new("/usr/bin/python3").exists() {
+            "/usr/bin/python3".into()
+        } else {
+            "python3".into()
+        }
+    })
+}
+
 /// A finished command's stderr, as text.
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

@@ -221,19 +221,6 @@ fn cli_dropout_keep_npy_warning_and_bad_values() {
     assert!(!big.join("q.npy").exists());
 }
 
-/// The Python with numpy: `ATTN_WGPU_PYTHON`, else the system's /usr/bin/python3 (where
-/// .ci/run's `apt-get install python3-numpy` puts numpy, whatever a pyenv shim says), else
-/// python3 on the PATH.
-fn python() -> String {
-    std::env::var("ATTN_WGPU_PYTHON").unwrap_or_else(|_| {
-        if std::path::Path::new("/usr/bin/python3").exists() {
-            "/usr/bin/python3".into()
-        } else {
-            "python3".into()
-        }
-    })
-}
-
 /// The README's numpy recipe (the ```python block after the marker `keep-mask recipe`),
 /// run by python3 on a keep.npy this build wrote: it must regenerate the mask exactly.
 #[test]
@@ -270,7 +257,7 @@ fn the_readme_numpy_recipe_regenerates_keep_npy() {
         );
         let py = dir.path().join("recipe.py");
         std::fs::write(&py, script).unwrap();
-        let o = std::process::Command::new(python())
+        let o = std::process::Command::new(common::python())
             .arg(&py)
             .arg(inputs.join("keep.npy"))
             .args([seed, p])
