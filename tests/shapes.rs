@@ -172,10 +172,23 @@ fn cli_kv_seq_alignment_and_files() {
         "12",
         "--causal",
         "bottom-right",
+        "--dropout",
+        "0.2",
         "--save-inputs",
         inputs.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // The keep mask of N x M scores.
+    let bytes = std::fs::read(inputs.join("keep.npy")).unwrap();
+    let keep = npyz::NpyFile::new(&bytes[..]).unwrap();
+    assert_eq!(keep.shape(), &[1, 2, 8, 12]);
+    let keep: Vec<bool> = keep.into_vec().unwrap();
+    assert_eq!(
+        keep,
+        attn_wgpu::dropout::Dropout::new(0.2, 0)
+            .unwrap()
+            .keep_mask(2, 8, 12)
+    );
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("causal (bottom-right) M=12"), "{text}");
     assert_eq!(

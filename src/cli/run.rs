@@ -283,12 +283,12 @@ fn save_inputs(dir: &Path, p: &Problem, x: &Inputs) -> anyhow::Result<()> {
         npy::write(&dir.join("mask.npy"), &mshape, DType::F32, b)?;
     }
     if let Some(d) = p.dropout() {
-        // Checked against MAX_SAVED_MASK before any work (keep_mask_size).
-        let n = p.seq as u64;
-        let keep = d.keep_mask(p.bh(), n, n);
+        // Checked against MAX_SAVED_MASK before any work (check_keep_size): [B, H, N, M].
+        let (n, m) = (p.seq as u64, p.kv_seq as u64);
+        let keep = d.keep_mask(p.bh(), n, m);
         npy::write_bool(
             &dir.join("keep.npy"),
-            &[p.batch as u64, p.heads as u64, n, n],
+            &[p.batch as u64, p.heads as u64, n, m],
             &keep,
         )?;
     }
