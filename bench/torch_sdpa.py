@@ -1351,32 +1351,29 @@ def measure_backward(variant, q, k, v, masks, scale, causal, ref_bias, args, is_
             out.backward(do, retain_graph=True)
         sync()
         bwd_us, step_us = [], []
-        for _ in range(args.reps):
-            for t in (qg, kg, vg):
-                t.grad = None
-            if is_cuda:
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                out.backward(do, retain_graph=True)
-                b.record()
-                torch.cuda.synchronize()
-                bwd_us.append(a.elapsed_time(b) * 1e3)
-            else:
+
+        def timed_us(call):
+            # One call's device time: CUDA events around it, or the host clock on the CPU.
+            if not is_cuda:
                 h0 = time.perf_counter()
-                out.backward(do, retain_graph=True)
-                bwd_us.append((time.perf_counter() - h0) * 1e6)
+                call()
+                return (time.perf_counter() - h0) * 1e6
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            call()
+            b.record()
+            torch.cuda.synchronize()
+            return a.elapsed_time(b) * 1e3
+
         for _ in range(args.reps):
             for t in (qg, kg, vg):
                 t.grad = None
-            if is_cuda:
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                o2 = forward()
-                o2.backward(do)
-                b.record()
-                torch.cuda.synchronize()
-                step_us.append(a.elapsed_time(b) * 1e3)
-                del o2
+            bwd_us.append(timed_us(lambda: out.backward(do, retain_graph=True)))
+        if is_cuda:
+            for _ in range(args.reps):
+                for t in (qg, kg, vg):
+                    t.grad = None
+                step_us.append(timed_us(lambda: forward().backward(do)))
         # Kernels of one backward.
         kernels, kpb = [], None
         if is_cuda:

@@ -277,12 +277,7 @@ fn cli_backward_bad_inputs_get_clear_errors() {
         "--do",
         bad.to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("expected shape [1, 1, 16, 8]"),
-        "{}",
-        stderr(&o)
-    );
+    common::assert_exit(&o, 2, &["expected shape [1, 1, 16, 8]"]);
     // --grad-out into a missing folder; nothing is created.
     let missing = dir.path().join("nope");
     let o = run(&[
@@ -292,17 +287,14 @@ fn cli_backward_bad_inputs_get_clear_errors() {
         "--grad-out",
         missing.to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("no such folder"), "{}", stderr(&o));
+    common::assert_exit(&o, 2, &["no such folder"]);
     assert!(!missing.exists());
     // Training options without --backward.
     let o = run(&["--variant", "tiled", "--do", bad.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("add --backward"), "{}", stderr(&o));
+    common::assert_exit(&o, 2, &["add --backward"]);
     // A variant whose backward is refused: exit 4 with the reason.
     let o = run(&["--variant", "unfused-inplace-exp", "--backward"]);
-    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
-    assert!(stderr(&o).contains("in-place hazard"), "{}", stderr(&o));
+    common::assert_exit(&o, 4, &["in-place hazard"]);
     // --grad-out with all variants.
     let o = run(&[
         "--variant",

@@ -74,6 +74,16 @@ pub fn python() -> String {
     })
 }
 
+/// Asserts that a finished command exited with `code` and that its stderr names every one of
+/// `wants` (what a clear refusal must say).
+pub fn assert_exit(o: &std::process::Output, code: i32, wants: &[&str]) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    for w in wants {
+        assert!(err.contains(w), "stderr lacks `{w}`: {err}");
+    }
+}
+
 /// A finished command's stderr, as text.
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

@@ -149,8 +149,7 @@ fn cli_kv_seq_alignment_and_files() {
         "--causal",
         "diagonal",
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("--causal `diagonal`"), "{}", stderr(&o));
+    common::assert_exit(&o, 2, &["--causal `diagonal`"]);
     let o = run(&[
         "--variant",
         "tiled",
@@ -227,12 +226,7 @@ fn cli_kv_seq_alignment_and_files() {
         "--mask",
         mask.to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("expected shape [8, 12]"),
-        "{}",
-        stderr(&o)
-    );
+    common::assert_exit(&o, 2, &["expected shape [8, 12]"]);
 }
 
 /// Decode: `split-kv` (flash-decoding) passes forward and backward for N = 1..16 query rows over
@@ -303,4 +297,30 @@ fn split_kv_decodes_and_auto_takes_it_only_for_decode() {
         other => panic!("{:?}", other.map(|p| p.variant)),
     }
     assert_ne!(variants::auto(&p, &gpu.caps).unwrap().picked, "split-kv");
+}
+
+/// K and V of many keys can outgrow a binding while Q is tiny: every plan refuses with the buffer
+/// named (the check in `variants::plan`), instead of failing at bind-group creation.
+#[test]
+fn every_plan_checks_every_buffer_against_the_binding_limit() {
+    let mut caps = common::gpu().caps.clone();
+    caps.max_storage_binding = 256 << 10;
+    let mut p = Problem::new(1, 2, 1, 64, false, 0);
+    p.kv_seq = 4096; // K, V: 2 MiB each; Q: 512 bytes
+    for v in variants::names() {
+        match variants::plan(v, &p, &caps) {
+            Err(Error::Incompatible { reason, .. }) => assert!(
+                reason.contains("does not offer")
+                    || reason.contains("buffer `K`")
+                    || reason.contains("buffer `V`")
+                    || reason.contains("N x M score matrix")
+                    || reason.contains("binding"),
+                "{v}: {reason}"
+            ),
+            Ok(_) => panic!("{v}: planned K/V of 2 MiB under a 256 KiB binding limit"),
+            Err(e) => panic!("{v}: {e}"),
+        }
+    }
+    let e = variants::plan("tiled", &p, &caps).unwrap_err().to_string();
+    assert!(e.contains("buffer `K`"), "{e}");
 }

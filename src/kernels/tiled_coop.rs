@@ -49,7 +49,6 @@ pub fn overrides() -> Vec<(String, f64)> {
 /// subgroups, [`STORAGE`]) and D.
 pub fn attention(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
     check_binding("Q ([B, H, N, D])", input_bytes(p), caps)?;
-    check_binding("K/V ([B, Hkv, M, D] each)", p.kv_bytes(), caps)?;
     let mask = mask_slot(&super::tiled::fused_bindings(p));
     super::tiled::fused_dispatch(
         p,

@@ -44,9 +44,7 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     let qkv = p.qkv_bytes();
     let f32_bytes = elems * 4;
     check_binding("Q ([B, H, N, D])", qkv, caps)?;
-    check_binding("K/V ([B, Hkv, M, D] each)", p.kv_bytes(), caps)?;
     check_binding("the f32 copies of Q/K/V", f32_bytes, caps)?;
-    check_binding("the f32 copies of K/V", p.kv_elems() * 4, caps)?;
     if elems > u32::MAX as u64 {
         return Err(format!("B*H*N*D = {elems} elements exceed 32-bit indexing"));
     }

@@ -473,6 +473,12 @@ pub fn plan(name: &str, p: &Problem, caps: &AdapterCaps) -> Result<Plan> {
         .map_err(|h| incompatible(format!("training: {h}")))?;
     plan.check()
         .map_err(|reason| incompatible(format!("internal plan error: {reason}")))?;
+    // Every buffer must fit one storage binding and one buffer on this adapter (K and V of
+    // B·Hkv·M·D, the N x M buffers, the partials): one check for every plan, naming the buffer.
+    for b in &plan.buffers {
+        crate::kernels::check_binding(&format!("buffer `{}`", b.name), b.bytes, caps)
+            .map_err(incompatible)?;
+    }
     Ok(plan)
 }
 

@@ -27,7 +27,6 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         }
     };
     check_binding("Q ([B, H, N, D])", p.qkv_bytes(), caps)?;
-    check_binding("K/V ([B, Hkv, M, D] each)", p.kv_bytes(), caps)?;
     let d = attention(p, caps, &cfg, Reduce::Workgroup)?;
     let mut plan = fused_plan(p, p.qkv_bytes(), d, cfg.storage_bytes(), &cfg, vec![]);
     plan.tile = Some(TileUsed { choice, source });
@@ -68,7 +67,6 @@ pub fn build_subgroup(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         dp: 17,
     };
     check_binding("Q ([B, H, N, D])", p.qkv_bytes(), caps)?;
-    check_binding("K/V ([B, Hkv, M, D] each)", p.kv_bytes(), caps)?;
     let d = attention(p, caps, &cfg, Reduce::Subgroup)?;
     let plan = fused_plan(p, p.qkv_bytes(), d, cfg.storage_bytes(), &cfg, vec![]);
     training(plan, p, caps)
@@ -209,7 +207,6 @@ pub fn build_split_kv(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         return Err("split-KV needs 128-thread workgroups".into());
     }
     check_binding("Q ([B, H, N, D])", p.qkv_bytes(), caps)?;
-    check_binding("K/V ([B, Hkv, M, D] each)", p.kv_bytes(), caps)?;
     let rows = p.bh() * p.seq as u64;
     let d = p.head_dim as u64;
     let mut buffers = vec![

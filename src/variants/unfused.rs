@@ -174,7 +174,6 @@ fn build(
     let qkv = p.qkv_bytes();
 
     check_binding("Q ([B, H, N, D])", qkv, caps)?;
-    check_binding("K/V ([B, Hkv, M, D] each)", p.kv_bytes(), caps)?;
     let mask_bytes = check_mask(p, caps)?;
     let per = heads_per_chunk(p, caps)?;
     let parts = chunks(bh, per);
