@@ -19,6 +19,11 @@ h200_begin "$@"
       PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py $S --reps 20 --variants naive,flash,efficient,math,cudnn --json "$o/torch_decode_B${b}_M${m}.json"
     done
   done
+  # Bandwidth of split-kv against the bytes of K and V (M 16384: 64, 128, 256 MiB each, then
+  # 512 MiB at B 16 above): where the streaming rate falls off.
+  for b in 2 4 8; do
+    step $B run --variant split-kv --batch $b --heads 32 --kv-heads 8 --head-dim 128 --seq 1 --kv-seq 16384 --no-causal --dtype f16 --reps 20 --json "$o/attn_split_B${b}_M16384.json"
+  done
   step $B explain --variant tiled,split-kv --batch 1 --heads 32 --kv-heads 8 --head-dim 128 --seq 1 --kv-seq 16384 --no-causal --dtype f16 --reps 10
 } > "$log" 2>&1
 h200_end decode

@@ -2,161 +2,217 @@
 // many keys, one workgroup per (slice of the keys, query row, K/V head) instead of one per block
 // of query rows, so that a decode step (N = 1..16) still launches enough workgroups to fill the
 // GPU. A workgroup serves every query head of its K/V head's group (grouped-query attention:
-// K and V are read once per group, not once per query head), runs the online softmax over its
-// slice for each of them, and writes the partials (max m, sum l, unnormalized output) to device
-// memory; split_kv_combine.wgsl merges the slices.
+// K and V are read once per group, not once per query head) and writes its slice's partials
+// (max m, sum l, unnormalized output) to device memory; split_kv_combine.wgsl merges the slices.
 //
-// Per tile of BK keys (a part file: split_kv_d128.wgsl, BK = 32 for D <= 128, or
-// split_kv_d256.wgsl, BK = 16): K staged in workgroup memory from 16-byte words (prelude
-// `word4`, EPW elements each; f32 on chip, rows KP apart against bank conflicts); the GROUP x BK
-// scores as full dot products over D (one (head, key) pair per thread), masked (M keys, the
-// causal diagonal, the mask bias) with their dropout factors (philox.wgsl); thread g < GROUP
-// takes head g's online-softmax step; then every thread accumulates its output columns (t and
-// t + 128) for all GROUP heads, each V element read once for the group.
+// Decode is a matrix-vector product: it is bound by how many bytes of K and V are in flight, not
+// by arithmetic. So the workgroup's 128 lanes are cut into lane sets of KW lanes (KW = 16, or the
+// subgroup size where that is smaller), each holding one query head's share of a key row: WPL
+// 16-byte words of it per lane (D / EPW / KW, rounded up). GROUP lane sets (the heads of the
+// group) form a key group, which reads UNROLL key rows of K and of V at once (the group's lane
+// sets read the same rows: one fetch from memory, the rest from L1), so every lane has
+// 2 * UNROLL * WPL 16-byte loads in flight. A lane set's dot products are summed over its KW
+// lanes by xor shuffles (no workgroup memory, no barrier), and each lane set keeps the online
+// softmax of its head (m, l and its output columns) over the keys kg, kg + NG, kg + 2 NG, ... of
+// its blocks (NG key groups). Only at the end do the key groups merge, through workgroup memory,
+// into the slice's partial.
+//
+// Every loop below has a trip count fixed by the overrides and a small body, so that the driver
+// unrolls them and keeps the arrays in registers (an array indexed at run time lives in memory).
+//
+// Lanes of a lane set are KW consecutive subgroup lanes; lane sets are counted across subgroups
+// (subgroup_id), so any subgroup size that is a multiple of KW works.
 
 @group(0) @binding(1) var<storage, read> q: array<st>;
 @group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;   // 16-byte words
-@group(0) @binding(3) var<storage, read> v: array<st>;
+@group(0) @binding(3) var<storage, read> v: array<vec4<u32>>;   // 16-byte words
 @group(0) @binding(4) var<storage, read_write> po: array<f32>;        // [heads, N, SPLITS, D]
 @group(0) @binding(5) var<storage, read_write> pml: array<vec2<f32>>; // [heads, N, SPLITS]: (m, l)
 
-// Key slices per query row and keys per slice (a multiple of BK); query heads per K/V head (at
-// most GMAX); output columns per thread (ceil(D / 128), at most 2). Set by the host.
+// Set by the host (kernels/split_kv.rs `Layout`): key slices per query row;
+// query heads per K/V head (GROUP * KW <= 128); lanes per key row (8 or 16, at most the subgroup
+// size); 16-byte words per lane; key rows in flight per key group (UNROLL * WPL <= LMAX).
 override SPLITS: u32 = 1u;
-override CHUNK: u32 = 32u;
 override GROUP: u32 = 1u;
-override DC: u32 = 1u;
+override KW: u32 = 16u;
+override WPL: u32 = 1u;
+override UNROLL: u32 = 4u;
 const WG: u32 = 128u;
-const GMAX: u32 = 8u;
+const LMAX: u32 = 16u;     // words of K (and of V) in flight per lane
+const AMAX: u32 = 8u;      // WPL * EPW / 4 <= AMAX vec4 of a head's query row and output per lane
+const HW: u32 = EPW / 4u;  // vec4 halves per 16-byte word: 1 (f32) or 2 (f16, bf16)
 const LOG2E: f32 = 1.4426950408889634;
 
-var<workgroup> qsh: array<f32, 2048>;   // [GMAX][256]: the group's query rows, scaled
-var<workgroup> ks: array<f32, KS>;      // [BK][KP]
-var<workgroup> sc: array<f32, 256>;     // [GMAX][32]: scores (base 2), then P ∘ dropout
-var<workgroup> zf: array<f32, 256>;     // [GMAX][32]: dropout factors
-var<workgroup> al: array<f32, 8>;       // [GMAX]: this tile's rescale factor per head
+var<workgroup> sml: array<vec2<f32>, 16>;  // [lane set]: its (m, l)
+var<workgroup> sacc: array<f32, 4096>;     // [lane set][D]: its weighted output
 
 @compute @workgroup_size(128, 1, 1)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+    @builtin(subgroup_id) sg_id: u32,
+    @builtin(subgroup_size) sg_size: u32,
+    @builtin(subgroup_invocation_id) sg_lane: u32,
+) {
     let n = params.seq;
     let nk = params.kv_seq;
     let d = params.head_dim;
+    let sets = WG / KW;
+    let ng = sets / GROUP;                            // key groups
+    let ls = sg_id * (sg_size / KW) + sg_lane / KW;   // lane set
+    let g = ls % GROUP;                               // its query head in the group
+    let kg = ls / GROUP;                              // its key group
+    let idle = kg >= ng;  // lane sets left over when GROUP does not divide 128 / KW
+    let lane = sg_lane % KW;
     let split = wg.x;
     let i = wg.y;
+    // K/V head: global (Q, the mask, dropout, the partials), and local to the range of K and V
+    // this dispatch binds (its first head is head_offset / GROUP; kv_chunks in split_kv.rs).
     let kvh = params.head_offset / GROUP + wg.z;
-    let g0 = kvh * GROUP;       // its first query head
-    let lg0 = wg.z * GROUP;     // ... local to this dispatch
-    let wpr = d / EPW;          // 16-byte words per K row
+    let head = kvh * GROUP + g;
+    let lkv = wg.z;
+    let wpr = d / EPW;          // 16-byte words per K/V row
     let ninf = neg_inf();
     let qscale = params.scale * LOG2E;
-    for (var e = t; e < GROUP * d; e += WG) {
-        let g = e / d;
-        let c = e % d;
-        let x = ((g0 + g) * n + i) * d + c;
-        qsh[g * 256u + c] = load(q[x / PACK], x) * qscale;
+
+    // This lane's words of its head's query row (scaled, base 2), in registers.
+    var qv: array<vec4<f32>, AMAX>;
+    for (var w = 0u; w < WPL; w++) {
+        for (var h = 0u; h < HW; h++) {
+            let cw = lane + w * KW;
+            var x = vec4<f32>(0.0);
+            if (cw < wpr) {
+                let e = (head * n + i) * d + cw * EPW + h * 4u;
+                x = vec4<f32>(load(q[e / PACK], e), load(q[(e + 1u) / PACK], e + 1u),
+                              load(q[(e + 2u) / PACK], e + 2u), load(q[(e + 3u) / PACK], e + 3u));
+            }
+            qv[w * HW + h] = x * qscale;
+        }
     }
-    // This slice's keys, cut at the causal diagonal of row i (the same for the whole group).
-    let j_begin = split * CHUNK;
-    let j_end = min(causal_keys(i + 1u), j_begin + CHUNK);
-    var mrow = ninf;  // thread g < GROUP: head g's running max and sum
+
+    // The row's keys, cut at its causal diagonal (the same for the whole group), in blocks of
+    // `stepk` (a workgroup step); this slice takes blocks split, split + SPLITS, ... so that the
+    // workgroups of a K/V head read neighbouring blocks at any moment (on the H200 this measured
+    // the same as contiguous slices: results/h200/2026-12-04-v25-decode-ab).
+    let j_end = causal_keys(i + 1u);
+    let stepk = ng * UNROLL;
+    var mrow = ninf;  // running max and sum of the head (equal on the KW lanes)
     var lrow = 0.0;
-    var acc: array<f32, 16>;  // [g * 2 + column]
-    for (var e = 0u; e < 16u; e++) {
-        acc[e] = 0.0;
+    var acc: array<vec4<f32>, AMAX>;  // [w][h]: this lane's output columns
+    for (var e = 0u; e < AMAX; e++) {
+        acc[e] = vec4<f32>(0.0);
     }
-    for (var j0 = j_begin; j0 < j_end; j0 += BK) {
-        workgroupBarrier();  // the previous tile's K and P are consumed
-        for (var w = t; w < BK * wpr; w += WG) {
-            let r = w / wpr;
-            let cw = w % wpr;
-            var x = vec4<u32>(0u);
-            if (j0 + r < j_end) {
-                x = k[(kvh * nk + j0 + r) * wpr + cw];
-            }
-            let at = r * KP + cw * EPW;
-            let lo = word4(x, 0u);
-            ks[at] = lo.x; ks[at + 1u] = lo.y; ks[at + 2u] = lo.z; ks[at + 3u] = lo.w;
-            if (EPW == 8u) {
-                let hi = word4(x, 1u);
-                ks[at + 4u] = hi.x; ks[at + 5u] = hi.y; ks[at + 6u] = hi.z; ks[at + 7u] = hi.w;
+    // Every lane runs the same number of steps (the shuffles need the whole subgroup); keys past
+    // the row's last are masked.
+    for (var blk = split; blk * stepk < j_end; blk += SPLITS) {
+        let base = blk * stepk;
+        var kw: array<vec4<u32>, LMAX>;
+        var vw: array<vec4<u32>, LMAX>;
+        for (var u = 0u; u < UNROLL; u++) {
+            // A key past the row's last reads the last (in bounds), then is masked.
+            let row = (lkv * nk + min(base + kg + u * ng, j_end - 1u)) * wpr;
+            for (var w = 0u; w < WPL; w++) {
+                let cw = min(lane + w * KW, wpr - 1u);
+                kw[u * WPL + w] = k[row + cw];
+                vw[u * WPL + w] = v[row + cw];
             }
         }
-        workgroupBarrier();
-        for (var pr = t; pr < GROUP * BK; pr += WG) {
-            let g = pr / BK;
-            let r = pr % BK;
-            var s = 0.0;
-            for (var c = 0u; c < d; c++) {
-                s += qsh[g * 256u + c] * ks[r * KP + c];
+        var s: array<f32, LMAX>;
+        for (var u = 0u; u < UNROLL; u++) {
+            var part = 0.0;
+            for (var w = 0u; w < WPL; w++) {
+                for (var h = 0u; h < HW; h++) {
+                    part += dot(qv[w * HW + h], word4(kw[u * WPL + w], h));
+                }
             }
-            let j = j0 + r;
+            // Words past the row (D not a multiple of KW words) were loaded clamped; their query
+            // words are 0, so they add nothing.
+            s[u] = part;
+        }
+        for (var o = 1u; o < KW; o <<= 1u) {
+            for (var u = 0u; u < UNROLL; u++) {
+                s[u] += subgroupShuffleXor(s[u], o);
+            }
+        }
+        var mb = ninf;
+        for (var u = 0u; u < UNROLL; u++) {
+            let j = base + kg + u * ng;
+            var x = s[u];
             if (HAS_MASK) {
-                s += mask_bias(g0 + g, i, j) * LOG2E;
+                x += mask_bias(head, i, min(j, j_end - 1u)) * LOG2E;
             }
-            sc[g * 32u + r] = select(ninf, s, j < j_end);
-            var z = 1.0;
+            x = select(ninf, x, j < j_end && !idle);
+            s[u] = x;
+            mb = max(mb, x);
+        }
+        let m_new = max(mrow, mb);
+        let live = m_new > ninf;  // false before the head's first allowed key
+        let a = select(1.0, exp2(mrow - m_new), live);
+        var sum = 0.0;
+        for (var e = 0u; e < WPL * HW; e++) {
+            acc[e] *= a;
+        }
+        for (var u = 0u; u < UNROLL; u++) {
+            let p = select(0.0, exp2(s[u] - m_new), live);
+            sum += p;
+            var pz = p;
             if (DROPOUT) {
-                z = drop1(g0 + g, i, j);
+                pz = p * drop1(head, i, min(base + kg + u * ng, j_end - 1u));
             }
-            zf[g * 32u + r] = z;
-        }
-        workgroupBarrier();
-        if (t < GROUP) {
-            var mb = ninf;
-            for (var r = 0u; r < BK; r++) {
-                mb = max(mb, sc[t * 32u + r]);
-            }
-            let m_new = max(mrow, mb);
-            var a = 1.0;
-            if (m_new > ninf) {
-                // mrow = -inf before the head's first allowed key: a = 0 scales nothing there.
-                a = exp2(mrow - m_new);
-                var sum = 0.0;
-                for (var r = 0u; r < BK; r++) {
-                    let p = exp2(sc[t * 32u + r] - m_new);
-                    sum += p;
-                    sc[t * 32u + r] = p * zf[t * 32u + r];
-                }
-                lrow = lrow * a + sum;
-                mrow = m_new;
-            } else {
-                for (var r = 0u; r < BK; r++) {
-                    sc[t * 32u + r] = 0.0;
+            for (var w = 0u; w < WPL; w++) {
+                for (var h = 0u; h < HW; h++) {
+                    acc[w * HW + h] += pz * word4(vw[u * WPL + w], h);
                 }
             }
-            al[t] = a;
         }
-        workgroupBarrier();
-        for (var g = 0u; g < GROUP; g++) {
-            for (var cc = 0u; cc < DC; cc++) {
-                acc[g * 2u + cc] *= al[g];
-            }
-        }
-        for (var r = 0u; r < BK; r++) {
-            if (j0 + r < j_end) {
-                let ev = (kvh * nk + j0 + r) * d;
-                for (var cc = 0u; cc < DC; cc++) {
-                    let c = t + cc * WG;
-                    if (c < d) {
-                        let vv = load(v[(ev + c) / PACK], ev + c);
-                        for (var g = 0u; g < GROUP; g++) {
-                            acc[g * 2u + cc] += sc[g * 32u + r] * vv;
-                        }
-                    }
-                }
+        lrow = lrow * a + sum;
+        mrow = m_new;
+    }
+
+    // Merge the key groups, per head: the head's max M over them, each one's weight 2^(m - M),
+    // the weighted sums of their outputs and row sums.
+    if (lane == 0u) {
+        sml[ls] = vec2<f32>(mrow, lrow);
+    }
+    workgroupBarrier();
+    var mx = ninf;
+    for (var c = 0u; c < ng; c++) {
+        mx = max(mx, sml[c * GROUP + g].x);
+    }
+    let wk = select(0.0, exp2(mrow - mx), mrow > ninf);
+    for (var w = 0u; w < WPL; w++) {
+        let cw = lane + w * KW;
+        if (cw < wpr) {
+            for (var h = 0u; h < HW; h++) {
+                let x = acc[w * HW + h] * wk;
+                let at = ls * d + cw * EPW + h * 4u;
+                sacc[at] = x.x; sacc[at + 1u] = x.y; sacc[at + 2u] = x.z; sacc[at + 3u] = x.w;
             }
         }
     }
-    for (var g = 0u; g < GROUP; g++) {
-        let slot = ((lg0 + g) * n + i) * SPLITS + split;
-        for (var cc = 0u; cc < DC; cc++) {
-            let c = t + cc * WG;
-            if (c < d) {
-                po[slot * d + c] = acc[g * 2u + cc];
-            }
+    workgroupBarrier();
+    let g0 = kvh * GROUP;
+    for (var e = t; e < GROUP * d; e += WG) {
+        let hg = e / d;
+        let c = e % d;
+        var o = 0.0;
+        for (var r = 0u; r < ng; r++) {
+            o += sacc[(r * GROUP + hg) * d + c];
         }
+        po[(((g0 + hg) * n + i) * SPLITS + split) * d + c] = o;
     }
     if (t < GROUP) {
-        pml[((lg0 + t) * n + i) * SPLITS + split] = vec2<f32>(mrow, lrow);
+        var mt = ninf;
+        for (var r = 0u; r < ng; r++) {
+            mt = max(mt, sml[r * GROUP + t].x);
+        }
+        var l = 0.0;
+        for (var r = 0u; r < ng; r++) {
+            let ml = sml[r * GROUP + t];
+            if (ml.x > ninf) {
+                l += ml.y * exp2(ml.x - mt);
+            }
+        }
+        pml[((g0 + t) * n + i) * SPLITS + split] = vec2<f32>(mt, l);
     }
 }

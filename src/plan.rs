@@ -149,10 +149,18 @@ pub enum Access {
     ReadWrite,
 }
 
+/// Offsets of ranged bindings are multiples of this (wgpu's default
+/// min_storage_buffer_offset_alignment, the largest any adapter asks for).
+pub const BINDING_OFFSET_ALIGN: u64 = 256;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct BindingDecl {
     pub buffer: String,
     pub access: Access,
+    /// A byte range (offset, size) of the buffer instead of all of it: how a kernel reaches a
+    /// buffer larger than one storage binding (split-KV's K and V, one range per dispatch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range: Option<(u64, u64)>,
 }
 
 /// Which pass of a training step a dispatch belongs to (inference plans are all `Forward`).
@@ -309,11 +317,26 @@ impl Plan {
         }
         for d in &self.dispatches {
             for b in &d.bindings {
-                if self.buffer(&b.buffer).is_none() {
+                let Some(buf) = self.buffer(&b.buffer) else {
                     return Err(format!(
                         "dispatch `{}` binds undeclared buffer `{}`",
                         d.name, b.buffer
                     ));
+                };
+                if let Some((offset, size)) = b.range {
+                    if size == 0
+                        || offset + size > buf.bytes
+                        || !offset.is_multiple_of(BINDING_OFFSET_ALIGN)
+                    {
+                        return Err(format!(
+                            "dispatch `{}` binds bytes {offset}..{} of `{}` ({} bytes; offsets \
+                             must be multiples of {BINDING_OFFSET_ALIGN})",
+                            d.name,
+                            offset + size,
+                            b.buffer,
+                            buf.bytes
+                        ));
+                    }
                 }
             }
             if d.workgroups.contains(&0) {

@@ -208,10 +208,12 @@ pub fn copy_plan(bytes: u64, max_dim: u32) -> Plan {
                 BindingDecl {
                     buffer: "src".into(),
                     access: Access::Read,
+                    range: None,
                 },
                 BindingDecl {
                     buffer: "dst".into(),
                     access: Access::ReadWrite,
+                    range: None,
                 },
             ],
             workgroups: grid_2d(groups, max_dim),
@@ -250,6 +252,7 @@ pub fn fma_plan(f16: bool, workgroups: u64, iters: u32, max_dim: u32) -> Plan {
             bindings: vec![BindingDecl {
                 buffer: "sink".into(),
                 access: Access::ReadWrite,
+                range: None,
             }],
             workgroups: grid_2d(workgroups, max_dim),
             reads_bytes: 0,

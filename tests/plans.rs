@@ -264,7 +264,7 @@ fn requirements_give_reasons() {
         .not_picked
         .iter()
         .all(|(v, r)| r.contains("SHADER_F16")
-            || (v == "tiled-subgroup" && r.contains("SUBGROUP"))
+            || ((v == "tiled-subgroup" || v == "split-kv") && r.contains("SUBGROUP"))
             || (v == "tiled-coop" && r.contains("COOPERATIVE_MATRIX"))));
     let mut c = caps();
     c.f16 = true;
@@ -274,10 +274,8 @@ fn requirements_give_reasons() {
         .not_picked
         .iter()
         .all(|(v, r)| r.contains("ranked below `tiled`")
-            || (v == "tiled-subgroup" && r.contains("SUBGROUP"))
-            || (v == "tiled-coop" && r.contains("COOPERATIVE_MATRIX"))
-            || (v == "split-kv"
-                && (r.contains("decode kernel") || r.contains("nothing to split")))));
+            || ((v == "tiled-subgroup" || v == "split-kv") && r.contains("SUBGROUP"))
+            || (v == "tiled-coop" && r.contains("COOPERATIVE_MATRIX"))));
 }
 
 #[test]

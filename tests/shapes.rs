@@ -324,3 +324,57 @@ fn every_plan_checks_every_buffer_against_the_binding_limit() {
     let e = variants::plan("tiled", &p, &caps).unwrap_err().to_string();
     assert!(e.contains("buffer `K`"), "{e}");
 }
+
+/// K and V larger than one storage binding (B16 Hkv8 M65536 D128 f16 on the H200: 2 GiB each,
+/// the limit 2 GiB - 4): split-KV binds them by ranges, one split dispatch per chunk of K/V heads,
+/// and still passes. Shown here by lowering the binding limit of the test adapter's caps.
+#[test]
+fn split_kv_binds_k_and_v_by_ranges_past_the_binding_limit() {
+    use attn_wgpu::validate::{rows_to_check, validate};
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    let mut p = Problem::new(2, 4, 1, 32, false, 11);
+    p.kv_seq = 300; // 300 * 32 * 4 = 38400 bytes a K/V head (150 * 256)
+    p.kv_heads = 2;
+    let mut caps = gpu.caps.clone();
+    caps.max_storage_binding = 80_000; // two K/V heads a range, of the four
+    let plan = variants::plan("split-kv", &p, &caps).unwrap();
+    let splits: Vec<_> = plan
+        .dispatches
+        .iter()
+        .filter(|d| d.name == "split")
+        .collect();
+    assert_eq!(splits.len(), 2);
+    for (c, d) in splits.iter().enumerate() {
+        let k = d.bindings.iter().find(|b| b.buffer == "K").unwrap();
+        assert_eq!(k.range, Some((c as u64 * 76_800, 76_800)));
+        assert_eq!(d.params.head_offset, c as u32 * 4);
+    }
+    let x = Inputs::generate(&p);
+    let m = runner.execute(&plan, &x, SCHED).unwrap();
+    let val = validate(
+        &p,
+        &x,
+        &m.output,
+        &rows_to_check(&p),
+        variants::find("split-kv").unwrap().fully_masked,
+    );
+    assert_eq!(val.verdict, Verdict::Pass, "{val:?}");
+    // The whole plan under the real limit: one split dispatch, no ranges.
+    let plan = variants::plan("split-kv", &p, &gpu.caps).unwrap();
+    assert_eq!(plan.dispatches.len(), 2);
+    assert!(plan
+        .dispatches
+        .iter()
+        .all(|d| d.bindings.iter().all(|b| b.range.is_none())));
+    // A K/V head whose bytes cannot start a range at the alignment (301 * 32 * 4 = 38528 bytes)
+    // with room for only one a range: refused, naming the alignment.
+    p.kv_seq = 301;
+    caps.max_storage_binding = 40_000;
+    match variants::plan("split-kv", &p, &caps) {
+        Err(Error::Incompatible { reason, .. }) => {
+            assert!(reason.contains("multiple of 256"), "{reason}")
+        }
+        other => panic!("{:?}", other.map(|p| p.variant)),
+    }
+}

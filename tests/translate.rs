@@ -94,7 +94,7 @@ fn problems() -> Vec<Problem> {
                 dropout: 0.1,
                 ..p.clone()
             });
-            // D > 128: the 16-key tile (split_kv_d256.wgsl).
+            // D = 256: two 16-byte words per lane of a 16-lane key row (WPL = 2).
             v.push(Problem { head_dim: 256, ..p });
         }
     }

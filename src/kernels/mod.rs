@@ -218,6 +218,7 @@ pub(crate) fn bind(buffer: &str, access: Access) -> BindingDecl {
     BindingDecl {
         buffer: buffer.into(),
         access,
+        range: None,
     }
 }
 

@@ -9,102 +9,204 @@ use crate::gpu::AdapterCaps;
 use crate::plan::{Access, Dispatch, Params};
 use crate::problem::Problem;
 
-/// Keys per tile of the split kernel (`BK` of shaders/split_kv_d128.wgsl / split_kv_d256.wgsl).
-pub fn bk(p: &Problem) -> u64 {
-    if p.head_dim <= 128 {
-        32
-    } else {
-        16
-    }
-}
-/// Query heads one workgroup serves at most (split_kv.wgsl `GMAX`): H / Hkv <= 8.
-pub const GMAX: u32 = 8;
-/// Workgroup storage of the split kernel: qsh 8 KiB, the K tile, scores, factors, rescales.
-pub const STORAGE: u64 = (2048 + 4128 + 256 + 256 + 8) * 4;
+/// Threads of the split kernel's workgroup (split_kv.wgsl `WG`).
+pub const WG: u32 = 128;
+/// Workgroup storage of the split kernel: the lane sets' (m, l) and outputs (split_kv.wgsl `sml`,
+/// `sacc`).
+pub const STORAGE: u64 = 16 * 8 + 4096 * 4;
 /// Workgroups the split pass aims at: a few per SM of a large GPU (132 on the H200), so that
 /// every SM has several to hide its memory latency.
 pub const TARGET_WORKGROUPS: u64 = 1024;
 /// The decode regime: at most this many query rows.
 pub const MAX_ROWS: u32 = 16;
 
-/// (slices per query row S, keys per slice): S = ⌈TARGET / (B·Hkv·N)⌉ (a workgroup serves a K/V
-/// head's group of query heads), at most one slice per tile.
-pub fn splits(p: &Problem) -> (u64, u64) {
-    let bk = bk(p);
-    let tiles = (p.kv_seq as u64).div_ceil(bk);
-    let rows = p.batch as u64 * p.kv_heads as u64 * p.seq as u64;
-    let want = TARGET_WORKGROUPS.div_ceil(rows).clamp(1, tiles);
-    let chunk = tiles.div_ceil(want) * bk;
-    ((p.kv_seq as u64).div_ceil(chunk), chunk)
+/// How split_kv.wgsl cuts the work (its overrides): a lane set of `kw` lanes holds one query
+/// head's share of a key row (`wpl` 16-byte words a lane); the group's lane sets form a key group,
+/// which reads `unroll` key rows of K and V at once; the workgroup's 128 / kw / group key groups
+/// each take every (128 / kw / group)-th key of the slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub kw: u32,
+    pub wpl: u32,
+    pub unroll: u32,
+    /// Key slices per query row and K/V head: slice s takes the blocks of `step` keys s, s +
+    /// splits, s + 2 splits, ...
+    pub splits: u64,
+    pub step: u64,
 }
 
-/// Why the split kernel cannot run `p` (beyond the decode regime, which the variant checks).
-pub fn check(p: &Problem) -> Result<(), String> {
+impl Layout {
+    /// Key groups per workgroup for `group` query heads per K/V head.
+    pub fn groups(&self, group: u32) -> u32 {
+        WG / self.kw / group
+    }
+}
+
+/// The layout for `p` on `caps`, or why the kernel cannot run there (beyond the decode regime,
+/// which the variant checks).
+pub fn layout(p: &Problem, caps: &AdapterCaps) -> Result<Layout, String> {
+    if !caps.subgroups {
+        return Err(
+            "split-KV sums each key's dot product over the lanes that read its row by subgroup \
+             shuffles: the adapter (or device) lacks Features::SUBGROUP"
+                .into(),
+        );
+    }
+    if caps.subgroup_min_size < 8 || !caps.subgroup_min_size.is_power_of_two() {
+        return Err(format!(
+            "split-KV gives a key row to 8 or 16 lanes of one subgroup: subgroups of at least 8 \
+             lanes are needed (this adapter: {}..{})",
+            caps.subgroup_min_size, caps.subgroup_max_size
+        ));
+    }
+    if caps.max_invocations_per_workgroup < WG || caps.max_workgroup_size_x < WG {
+        return Err(format!("split-KV needs {WG}-thread workgroups"));
+    }
+    if STORAGE > caps.max_workgroup_storage as u64 {
+        return Err(format!(
+            "split-KV needs {STORAGE} bytes of workgroup storage, this adapter allows {}",
+            caps.max_workgroup_storage
+        ));
+    }
     let epw = if p.dtype.bytes() == 2 { 8 } else { 4 };
     if !p.head_dim.is_multiple_of(epw) {
         return Err(format!(
-            "split-KV reads K as 16-byte words ({epw} {} elements): D must be a multiple of \
-             {epw} (got D={})",
+            "split-KV reads K and V as 16-byte words ({epw} {} elements): D must be a multiple \
+             of {epw} (got D={})",
             p.dtype.name(),
             p.head_dim
         ));
     }
-    if p.group() > GMAX {
+    let kw = caps.subgroup_min_size.min(16);
+    let wpl = (p.head_dim / epw).div_ceil(kw);
+    // split_kv.wgsl's register arrays: UNROLL * WPL = 16 words of K (and V) in flight (LMAX), AMAX = 8 vec4 of a
+    // head's query row and output per lane; a key group of GROUP lane sets within the workgroup.
+    let mut unroll = (16 / wpl).clamp(1, 16);
+    if wpl * (epw / 4) > 8 || p.group() * kw > WG {
         return Err(format!(
-            "split-KV serves the query heads of a K/V head in one workgroup, at most {GMAX} \
-             (got H / Hkv = {})",
+            "split-KV gives each query head of a group {kw} lanes and keeps a lane's share of the \
+             head's row in registers: D={} with {} query heads per K/V head is more than a \
+             workgroup of {WG} holds",
+            p.head_dim,
             p.group()
         ));
     }
-    Ok(())
+    // Fewer keys in flight where M is too short to give every slice a block of them (the H200
+    // figures: 16 rows in flight beat 8 by 5-15 % at M >= 16384, results/h200/2026-12-04-v25-*).
+    let rows = p.batch as u64 * p.kv_heads as u64 * p.seq as u64;
+    let want = TARGET_WORKGROUPS.div_ceil(rows);
+    let blocks = |u: u32| (p.kv_seq as u64).div_ceil(((WG / kw / p.group()) * u) as u64);
+    while unroll > 1 && blocks(unroll) < want {
+        unroll /= 2;
+    }
+    let step = ((WG / kw / p.group()) * unroll) as u64;
+    let steps = blocks(unroll);
+    Ok(Layout {
+        kw,
+        wpl,
+        unroll,
+        splits: want.clamp(1, steps),
+        step,
+    })
 }
 
-/// The split pass: `PO` (partial outputs) and `PML` (partial max and sum) of every slice.
-pub fn split(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
-    let (s, chunk) = splits(p);
+/// K/V heads per split dispatch: all B·Hkv when K fits one storage binding, else as many as fit
+/// one (at an offset the binding alignment allows; each dispatch then binds its heads' ranges of
+/// K and V).
+fn kv_heads_per_dispatch(p: &Problem, caps: &AdapterCaps) -> Result<u64, String> {
+    let kv_heads = p.batch as u64 * p.kv_heads as u64;
+    if p.kv_bytes() <= caps.max_storage_binding {
+        return Ok(kv_heads);
+    }
+    let per_head = p.kv_seq as u64 * p.head_dim as u64 * p.dtype.bytes();
+    let mut per = caps.max_storage_binding / per_head;
+    while per > 0 && !(per * per_head).is_multiple_of(crate::plan::BINDING_OFFSET_ALIGN) {
+        per -= 1;
+    }
+    if per == 0 {
+        return Err(format!(
+            "K ({} bytes) exceeds one storage binding ({} bytes) and one K/V head's {per_head} \
+             bytes cannot start a binding range at a multiple of {} bytes",
+            p.kv_bytes(),
+            caps.max_storage_binding,
+            crate::plan::BINDING_OFFSET_ALIGN
+        ));
+    }
+    Ok(per)
+}
+
+/// `(first K/V head, K/V heads)` of each split dispatch (`kv_heads_per_dispatch`).
+pub fn kv_chunks(p: &Problem, caps: &AdapterCaps) -> Result<Vec<(u64, u64)>, String> {
+    let kv_heads = p.batch as u64 * p.kv_heads as u64;
+    Ok(super::chunks(kv_heads, kv_heads_per_dispatch(p, caps)?))
+}
+
+/// The split pass: `PO` (partial outputs) and `PML` (partial max and sum) of every slice; one
+/// dispatch per chunk of K/V heads (`kv_chunks`).
+pub fn split(p: &Problem, caps: &AdapterCaps) -> Result<Vec<Dispatch>, String> {
+    let lay = layout(p, caps)?;
+    let parts = kv_chunks(p, caps)?;
+    let whole = parts.len() == 1;
+    let per_head = p.kv_seq as u64 * p.head_dim as u64 * p.dtype.bytes();
+    parts
+        .into_iter()
+        .map(|(first, count)| split_part(p, caps, &lay, first, count, whole, per_head))
+        .collect()
+}
+
+fn split_part(
+    p: &Problem,
+    caps: &AdapterCaps,
+    lay: &Layout,
+    first: u64,
+    count: u64,
+    whole: bool,
+    per_head: u64,
+) -> Result<Dispatch, String> {
+    let (s, step) = (lay.splits, lay.step);
     let st = Storage::of(p.dtype);
     check_mask(p, caps)?;
+    let kv = |name: &str| {
+        let mut b = bind(name, Access::Read);
+        if !whole {
+            b.range = Some((first * per_head, count * per_head));
+        }
+        b
+    };
     let bindings = with_mask(
         p,
         vec![
             bind("Q", Access::Read),
-            bind("K", Access::Read),
-            bind("V", Access::Read),
+            kv("K"),
+            kv("V"),
             bind("PO", Access::ReadWrite),
             bind("PML", Access::ReadWrite),
         ],
     );
     let e = p.dtype.bytes();
     let d = p.head_dim as u64;
-    let pairs = p.bh() * p.allowed_pairs_per_head();
-    let kv_groups = p.batch as u64 * p.kv_heads as u64;
+    let g = p.group() as u64;
+    let pairs = count * g * p.allowed_pairs_per_head();
+    let kv_groups = count;
     Ok(Dispatch {
         name: "split".into(),
         phase: crate::plan::Phase::Forward,
         saved: vec![],
-        shader: if p.head_dim <= 128 {
-            kernel!(
-                "split_kv.wgsl" + "split_kv_d128.wgsl",
-                st,
-                mask_slot(&bindings),
-                dropout = p.dropout().is_some()
-            )
-        } else {
-            kernel!(
-                "split_kv.wgsl" + "split_kv_d256.wgsl",
-                st,
-                mask_slot(&bindings),
-                dropout = p.dropout().is_some()
-            )
-        },
+        shader: kernel!(
+            "split_kv.wgsl",
+            st,
+            mask_slot(&bindings),
+            dropout = p.dropout().is_some()
+        ),
         entry: "main",
         overrides: vec![
-            ("CHUNK".to_string(), chunk as f64),
-            ("DC".to_string(), d.div_ceil(128) as f64),
             ("GROUP".to_string(), p.group() as f64),
+            ("KW".to_string(), lay.kw as f64),
             ("SPLITS".to_string(), s as f64),
+            ("UNROLL".to_string(), lay.unroll as f64),
+            ("WPL".to_string(), lay.wpl as f64),
         ],
-        params: Params::of(p),
+        params: Params::of(p).chunk((first * g) as u32, (count * g) as u32),
         bindings,
         workgroups: [
             check_grid("key slices", s, caps)?,
@@ -113,24 +215,40 @@ pub fn split(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
         ],
         // Q once, each query row's keys of K and V once per K/V head (shared by its group), the
         // mask bias per pair; the partials.
-        reads_bytes: p.qkv_bytes()
-            + pairs / p.group() as u64 * 2 * d * e
+        reads_bytes: count * g * p.seq as u64 * d * e
+            + pairs / g * 2 * d * e
             + if p.mask.bias.is_some() { pairs * 4 } else { 0 },
-        writes_bytes: p.bh() * p.seq as u64 * s * (d + 2) * 4,
+        writes_bytes: count * g * p.seq as u64 * s * (d + 2) * 4,
         flops: 4 * pairs * d,
         note: format!(
-            "split-KV (flash-decoding): {s} slices of {chunk} keys per query row and K/V head, a \
-             workgroup each serving the {} query heads of the group ({} in all), online softmax \
-             per slice",
+            "split-KV (flash-decoding){}: {s} slices per query row and K/V head (blocks of {step} \
+             keys, dealt round-robin), a \
+             workgroup each serving the {} query heads of the group ({} in all); in a workgroup \
+             {} key groups of {} x {} lanes (a head's share of a key row on each {}), each \
+             reading {} key rows of K and V at once as 16-byte words, an online softmax per \
+             head and key group, merged at the end",
+            if whole {
+                String::new()
+            } else {
+                format!(
+                    ", K/V heads {first}..{} (K and V exceed one binding: a range each)",
+                    first + count
+                )
+            },
             p.group(),
-            s * kv_groups * p.seq as u64
+            s * kv_groups * p.seq as u64,
+            lay.groups(p.group()),
+            p.group(),
+            lay.kw,
+            lay.kw,
+            lay.unroll
         ),
     })
 }
 
 /// The combine pass: O and the row logsumexp L from the slices' partials.
 pub fn combine(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
-    let (s, _) = splits(p);
+    let s = layout(p, caps)?.splits;
     let st = Storage::of(p.dtype);
     let d = p.head_dim as u64;
     let rows = p.bh() * p.seq as u64;

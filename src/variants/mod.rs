@@ -392,7 +392,7 @@ pub const VARIANTS: &[Variant] = &[
         id: VariantId::SplitKv,
         name: "split-kv",
         summary: "decode (N <= 16, many keys): flash-decoding, a workgroup per slice of the keys per query row, then a combine dispatch",
-        needs: wgpu::Features::empty(),
+        needs: wgpu::Features::SUBGROUP,
         requires: STORED_IN_DTYPE,
         fully_masked: Semantics::Zero,
         // First where it applies: its builder takes only the decode regime (N <= 16 and keys
@@ -475,9 +475,25 @@ pub fn plan(name: &str, p: &Problem, caps: &AdapterCaps) -> Result<Plan> {
         .map_err(|reason| incompatible(format!("internal plan error: {reason}")))?;
     // Every buffer must fit one storage binding and one buffer on this adapter (K and V of
     // B·Hkv·M·D, the N x M buffers, the partials): one check for every plan, naming the buffer.
+    // A buffer that every dispatch binds by ranges (split-KV's K and V when they exceed one
+    // binding) needs each range to fit a binding, and the whole to fit a buffer.
     for b in &plan.buffers {
-        crate::kernels::check_binding(&format!("buffer `{}`", b.name), b.bytes, caps)
+        let ranges: Vec<(u64, u64)> = plan
+            .dispatches
+            .iter()
+            .flat_map(|d| &d.bindings)
+            .filter(|x| x.buffer == b.name)
+            .map(|x| x.range.unwrap_or((0, b.bytes)))
+            .collect();
+        let widest = ranges.iter().map(|r| r.1).max().unwrap_or(b.bytes);
+        crate::kernels::check_binding(&format!("buffer `{}`", b.name), widest, caps)
             .map_err(incompatible)?;
+        if b.bytes > caps.max_buffer {
+            return Err(incompatible(format!(
+                "buffer `{}` needs {} bytes, above this adapter's max_buffer_size of {}",
+                b.name, b.bytes, caps.max_buffer
+            )));
+        }
     }
     Ok(plan)
 }

@@ -186,25 +186,15 @@ pub fn build_split_kv(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
             p.seq
         ));
     }
-    let (s, chunk) = split_kv::splits(p);
+    let lay = split_kv::layout(p, caps)?;
+    let (s, step) = (lay.splits, lay.step);
     if s < 2 {
         return Err(format!(
-            "M={} keys make a single slice of {chunk} for B*H*N = {} query rows: nothing to split \
+            "M={} keys make a single block of {step} for B*H*N = {} query rows: nothing to split \
              (`tiled` does the same in one pass)",
             p.kv_seq,
             p.bh() * p.seq as u64
         ));
-    }
-    split_kv::check(p)?;
-    if split_kv::STORAGE > caps.max_workgroup_storage as u64 {
-        return Err(format!(
-            "split-KV needs {} bytes of workgroup storage, this adapter allows {}",
-            split_kv::STORAGE,
-            caps.max_workgroup_storage
-        ));
-    }
-    if caps.max_invocations_per_workgroup < 128 || caps.max_workgroup_size_x < 128 {
-        return Err("split-KV needs 128-thread workgroups".into());
     }
     check_binding("Q ([B, H, N, D])", p.qkv_bytes(), caps)?;
     let rows = p.bh() * p.seq as u64;
@@ -229,17 +219,23 @@ pub fn build_split_kv(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     let plan = Plan {
         variant: String::new(),
         buffers,
-        dispatches: vec![split_kv::split(p, caps)?, split_kv::combine(p, caps)?],
+        dispatches: {
+            let mut v = split_kv::split(p, caps)?;
+            v.push(split_kv::combine(p, caps)?);
+            v
+        },
         output: "O".into(),
         config: vec![
             ("SPLITS".into(), s as f64),
-            ("CHUNK".into(), chunk as f64),
-            ("BK".into(), split_kv::bk(p) as f64),
+            ("STEP".into(), step as f64),
+            ("KW".into(), lay.kw as f64),
+            ("UNROLL".into(), lay.unroll as f64),
             ("GROUP".into(), p.group() as f64),
         ],
         notes: vec![
             format!(
-                "decode: {s} slices of {chunk} keys per query row and K/V head: {} workgroups, \
+                "decode: {s} slices (blocks of {step} keys dealt round-robin) per query row and K/V \
+                 head: {} workgroups, \
                  where one per block of 64 query rows would be {}",
                 s * p.batch as u64 * p.kv_heads as u64 * p.seq as u64,
                 p.bh() * (p.seq as u64).div_ceil(64)

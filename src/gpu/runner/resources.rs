@@ -107,7 +107,16 @@ impl Runner<'_> {
                     for (i, b) in d.bindings.iter().enumerate() {
                         entries.push(wgpu::BindGroupEntry {
                             binding: i as u32 + 1,
-                            resource: buffers[&b.buffer].as_entire_binding(),
+                            resource: match b.range {
+                                None => buffers[&b.buffer].as_entire_binding(),
+                                Some((offset, size)) => {
+                                    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                                        buffer: &buffers[&b.buffer],
+                                        offset,
+                                        size: wgpu::BufferSize::new(size),
+                                    })
+                                }
+                            },
                         });
                     }
                     gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
