@@ -7,29 +7,34 @@ enable wgpu_cooperative_matrix;
 diagnostic(off, derivative_uniformity);
 //
 // A workgroup of 128 threads (four 32-wide subgroups) owns BR = 64 query rows; subgroup g owns
-// rows 16g .. 16g+15. Per key block of BC = 64 keys:
+// rows 16g .. 16g+15. Per key block of BC keys (64 for D <= 64, 32 for D <= 128, 16 for D <= 256:
+// what fits K and V of the block in workgroup memory):
 //   1. all threads stage K and V of the block in workgroup memory (16-byte loads, rows padded to
-//      72 halves so that the matrix loads are free of bank conflicts); with PREFETCH the next
+//      D + 8 halves so that the matrix loads are free of bank conflicts); with PREFETCH the next
 //      block's loads are issued before this block is computed and land in registers meanwhile;
-//   2. subgroup g computes S = Q Kᵀ for its 16 rows in two halves of 32 keys (2 tiles of 16 x 16,
-//      D/16 steps each; Q is held in registers as D/16 A matrices), stores each half to `sf`
-//      column-major ([key][row]) and lane (row = lane % 16, half = lane / 16) reads the scores of
-//      its row at keys 2c + half: 32 scores a block, no bank conflicts;
+//   2. subgroup g computes S = Q Kᵀ for its 16 rows in chunks of 32 keys (16 when BC = 16): a
+//      tile of 16 x 16 per 16 keys, D/16 steps each (Q is held in registers as D/16 A matrices),
+//      stored column-major to `sf` ([key][row]); lane (row = lane % 16, half = lane / 16) reads
+//      the scores of its row at keys 2c + half: BC/2 scores a block, no bank conflicts;
 //   3. lazy rescaling (FlashAttention-4's trick): the row keeps a reference maximum m and
 //      P = exp2(S - m) is used as it is while the block's maximum exceeds m by at most TAU (in base
 //      2: P <= 2^TAU, well inside f16's range). Only when some row of the subgroup needs a larger m
 //      (rarely, after its first allowed keys) are the P V accumulators rescaled, in place through
-//      `sf` (a matrix cannot be scaled row by row). They stay in the matrix registers from block to
-//      block and reach `sf` once more at the end, to be divided by the row sums and written out;
+//      `sf`, two tiles at a time (a matrix cannot be scaled row by row). They stay in the matrix
+//      registers from block to block and reach `sf` once more at the end, to be divided by the
+//      row sums and written out;
 //   4. writes P as f16 to `sp` ([key][row]) and, with LO > 0, its rounding error lo = P - hi to
 //      `sl`: P in one f16 keeps 11 bits, an error the f16 tolerance (inputs exact in f16,
 //      everything else f32) does not allow; hi + lo keeps ~22;
 //   5. accumulates P V as hi V + lo V into the same accumulators.
+// D/16 (`D16`) and BC are pipeline constants: the loops over tiles and keys have known trip
+// counts, unroll, and keep the arrays of matrices (Q, the accumulators) in registers.
 // Cooperative loads: `coopLoadT` reads row-major, `coopLoad` column-major; Kᵀ is K read
-// column-major. The host checks D % 16 == 0, D <= 64 and 32-wide subgroups, and pads Q by 64 rows
+// column-major. The host checks D % 16 == 0, D <= 256 and 32-wide subgroups, and pads Q by 64 rows
 // (Q is read straight from device memory; rows past N are never written back).
-// Workgroup storage: K and V 2 x 64 x 72 f16 (18 KiB), P hi and lo 2 x 4 x 64 x 16 f16 (16 KiB),
-// sf 4 x 32 x 16 f32 (8 KiB): 43008 bytes.
+// Workgroup storage: K and V 2 x BC x (D + 8) f16, P hi and lo 2 x 4 x BC x 16 f16, sf
+// 4 x 32 x 16 f32 (8 KiB): 43008 bytes at D = 64 (BC = 64), 33792 at D = 128 (BC = 32), 29184 at
+// D = 256 (BC = 16).
 
 @group(0) @binding(1) var<storage, read> q: array<st>;
 @group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;  // 8 halves per element
@@ -37,9 +42,14 @@ diagnostic(off, derivative_uniformity);
 @group(0) @binding(4) var<storage, read_write> o: array<st>;
 
 const BR: u32 = 64u;   // rows per workgroup: 16 per subgroup
-const BC: u32 = 64u;   // keys per block
-const KP: u32 = 72u;   // row pitch (halves) of the staged K and V
 const LOG2E: f32 = 1.4426950408889634;
+// D / 16: the 16-column tiles of a row of Q, K, V and O (1 .. 16, D up to 256). The host sets it
+// to D / 16, so every loop over the tiles has a known trip count and unrolls, and the arrays of
+// matrices below stay in registers.
+override D16: u32 = 4u;
+// Keys per block: 64 for D <= 64, 32 for D <= 128, 16 for D <= 256 (what fits the staged K and
+// V in workgroup memory; the host chooses, see src/kernels/tiled_coop.rs).
+override BC: u32 = 64u;
 // How P enters P V: 0: P in one f16, as FlashAttention does (11 bits: within PyTorch's rule, the
 // host's default; fails `--tolerance strict`); 2: P = hi + lo f16 parts (lo an f16 subnormal for small P), both products into the same
 // accumulators. (1, lo scaled by 2^12 into a second set of accumulators, was measured slower on the
@@ -51,11 +61,18 @@ override TAU: f32 = 8.0;
 // 1: the next block's K and V are loaded into registers while this block is computed.
 override PREFETCH: u32 = 1u;
 
-var<workgroup> ks: array<f16, 4608>;  // [64 keys][72]
-var<workgroup> vs: array<f16, 4608>;  // [64 keys][72]
-var<workgroup> sp: array<f16, 4096>;  // per subgroup [64 keys][16 rows]: P rounded to f16
-var<workgroup> sl: array<f16, 4096>;  // per subgroup [64 keys][16 rows]: (P - sp) * 2^12
-var<workgroup> sf: array<f32, 2048>;  // per subgroup [32][16]: half a block of S, or half of O
+override KP: u32 = D16 * 16u + 8u;  // row pitch (halves) of the staged K and V
+override KCH: u32 = min(BC, 32u);  // keys per chunk of S that crosses sf at once (2 tiles, or 1)
+override XPC: u32 = KCH / 8u;    // vec4 of scores per lane per chunk
+const MAX_TILES: u32 = 16u;      // D16 at most
+const MAX_X: u32 = 8u;           // BC / 8 at most
+const MAX_LD: u32 = 4u;          // 16-byte words of K (and of V) per thread per block at most
+
+var<workgroup> ks: array<f16, BC * KP>;  // [BC keys][KP]
+var<workgroup> vs: array<f16, BC * KP>;  // [BC keys][KP]
+var<workgroup> sp: array<f16, 64u * BC>; // per subgroup [BC keys][16 rows]: P rounded to f16
+var<workgroup> sl: array<f16, 64u * BC>; // per subgroup [BC keys][16 rows]: the low part (LO)
+var<workgroup> sf: array<f32, 2048>;     // per subgroup [32][16]: a chunk of S, or 2 tiles of O
 
 @compute @workgroup_size(128, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>,
@@ -63,7 +80,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
         @builtin(subgroup_invocation_id) lane: u32) {
     let n = params.seq;
     let nk = params.kv_seq;  // keys (M)
-    let d = params.head_dim;
+    let d = D16 * 16u;
     let head = params.head_offset + wg.y;
     let base = head * n * d;
     // Query blocks in grid order. (Heaviest first, the causal tail's usual trick, was 1 % slower at
@@ -73,14 +90,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     let row = lane % 16u;
     let half = lane / 16u;
     let i = r0 + row;
-    let d16 = d / 16u;
     let d8 = d / 8u;         // 16-byte elements of k and v per row
-    let iters = d8 / 2u;     // of them per thread per block: BC * d8 / 128
+    let words = BC * d8;     // of them per block
     let causal = params.causal != 0u;
     let ninf = neg_inf();
     let qscale = params.scale * LOG2E;
     let fb = sg * 512u;      // this subgroup's part of sf
-    let pb = sg * 1024u;     // ... of sp and sl
+    let pb = sg * BC * 16u;  // ... of sp and sl
 
     for (var e = lane; e < 256u; e += 32u) {
         sf[fb + e] = 0.0;
@@ -88,105 +104,92 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     subgroupBarrier();
     let zero = coopLoadT<coop_mat16x16<f32, C>>(&sf[fb], 16u);
 
-    // Q of this subgroup's 16 rows, D/16 A matrices (row-major, from device memory).
+    // Q of this subgroup's 16 rows, D/16 A matrices (row-major, from device memory), and the
+    // P V accumulators, one 16 x 16 tile per 16 columns of O.
     let qrow = base + r0 * d;
-    let qa0 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow], d);
-    var qa1 = qa0;
-    var qa2 = qa0;
-    var qa3 = qa0;
-    if (d16 > 1u) {
-        qa1 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 16u], d);
+    var qa: array<coop_mat16x16<f16, A>, MAX_TILES>;
+    var acc: array<coop_mat16x16<f32, C>, MAX_TILES>;
+    for (var c = 0u; c < D16; c++) {
+        qa[c] = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 16u * c], d);
+        acc[c] = zero;
     }
-    if (d16 > 2u) {
-        qa2 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 32u], d);
-    }
-    if (d16 > 3u) {
-        qa3 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 48u], d);
-    }
-
-    var acc0 = zero; var acc1 = zero; var acc2 = zero; var acc3 = zero;
     var m = ninf;  // the row's reference maximum (base 2)
     var l = 0.0;   // this lane's share of the row's sum of P, relative to m
 
     // Keys this block's rows may see: all M, or up to the causal diagonal of its last row.
     let kv_end = causal_keys(i0 + BR);
     let kvb = kv_head(head) * nk * d8;  // first element of this head's K/V head in k and v
-    var pk0 = vec4<u32>(0u); var pk1 = vec4<u32>(0u); var pk2 = vec4<u32>(0u); var pk3 = vec4<u32>(0u);
-    var pv0 = vec4<u32>(0u); var pv1 = vec4<u32>(0u); var pv2 = vec4<u32>(0u); var pv3 = vec4<u32>(0u);
+    // This thread's words of the K and V block being staged: word t + 128w of the block.
+    var pk: array<vec4<u32>, MAX_LD>;
+    var pv: array<vec4<u32>, MAX_LD>;
     if (PREFETCH != 0u) {
-        pk0 = ld_k(kvb, 0u, t, nk, d8); pv0 = ld_v(kvb, 0u, t, nk, d8);
-        if (iters > 1u) { pk1 = ld_k(kvb, 0u, t + 128u, nk, d8); pv1 = ld_v(kvb, 0u, t + 128u, nk, d8); }
-        if (iters > 2u) { pk2 = ld_k(kvb, 0u, t + 256u, nk, d8); pv2 = ld_v(kvb, 0u, t + 256u, nk, d8); }
-        if (iters > 3u) { pk3 = ld_k(kvb, 0u, t + 384u, nk, d8); pv3 = ld_v(kvb, 0u, t + 384u, nk, d8); }
+        fetch(kvb, 0u, t, nk, d8, words, &pk, &pv);
     }
     for (var j0 = 0u; j0 < kv_end; j0 += BC) {
         // 1. Stage K and V (the previous block must be consumed first).
         workgroupBarrier();
         if (PREFETCH == 0u) {
-            pk0 = ld_k(kvb, j0, t, nk, d8); pv0 = ld_v(kvb, j0, t, nk, d8);
-            if (iters > 1u) { pk1 = ld_k(kvb, j0, t + 128u, nk, d8); pv1 = ld_v(kvb, j0, t + 128u, nk, d8); }
-            if (iters > 2u) { pk2 = ld_k(kvb, j0, t + 256u, nk, d8); pv2 = ld_v(kvb, j0, t + 256u, nk, d8); }
-            if (iters > 3u) { pk3 = ld_k(kvb, j0, t + 384u, nk, d8); pv3 = ld_v(kvb, j0, t + 384u, nk, d8); }
+            fetch(kvb, j0, t, nk, d8, words, &pk, &pv);
         }
-        stage(t, d8, pk0, pv0);
-        if (iters > 1u) { stage(t + 128u, d8, pk1, pv1); }
-        if (iters > 2u) { stage(t + 256u, d8, pk2, pv2); }
-        if (iters > 3u) { stage(t + 384u, d8, pk3, pv3); }
+        for (var w = 0u; w < MAX_LD; w++) {
+            if (t + 128u * w < words) {
+                stage(t + 128u * w, d8, pk[w], pv[w]);
+            }
+        }
         workgroupBarrier();
         let jn = j0 + BC;
         if (PREFETCH != 0u && jn < kv_end) {
-            pk0 = ld_k(kvb, jn, t, nk, d8); pv0 = ld_v(kvb, jn, t, nk, d8);
-            if (iters > 1u) { pk1 = ld_k(kvb, jn, t + 128u, nk, d8); pv1 = ld_v(kvb, jn, t + 128u, nk, d8); }
-            if (iters > 2u) { pk2 = ld_k(kvb, jn, t + 256u, nk, d8); pv2 = ld_v(kvb, jn, t + 256u, nk, d8); }
-            if (iters > 3u) { pk3 = ld_k(kvb, jn, t + 384u, nk, d8); pv3 = ld_v(kvb, jn, t + 384u, nk, d8); }
+            fetch(kvb, jn, t, nk, d8, words, &pk, &pv);
         }
         if (causal && i32(j0) > i32(r0 + 15u) + params.causal_off) {
             continue;  // every key of the block is above this subgroup's rows
         }
 
-        // 2. S = Q Kᵀ in two halves of 32 keys through sf; lane reads keys j0 + 32h + 2c + half.
-        s_half(0u, d16, fb, qa0, qa1, qa2, qa3, zero);
-        subgroupBarrier();
+        // 2. S = Q Kᵀ in chunks of KCH keys through sf; in chunk ch the lane reads keys
+        //    j0 + KCH ch + c + half + 2e (c = 0, 8, ..; e = 0..3) into x[XPC ch + c / 8].
         let kb = j0 + half;
-        let x0 = masked(ld_s(fb, half, row, 0u) * qscale, head, i, kb, 2u, nk, causal, ninf);
-        let x1 = masked(ld_s(fb, half, row, 8u) * qscale, head, i, kb + 8u, 2u, nk, causal, ninf);
-        let x2 = masked(ld_s(fb, half, row, 16u) * qscale, head, i, kb + 16u, 2u, nk, causal, ninf);
-        let x3 = masked(ld_s(fb, half, row, 24u) * qscale, head, i, kb + 24u, 2u, nk, causal, ninf);
-        subgroupBarrier();
-        s_half(1u, d16, fb, qa0, qa1, qa2, qa3, zero);
-        subgroupBarrier();
-        let x4 = masked(ld_s(fb, half, row, 0u) * qscale, head, i, kb + 32u, 2u, nk, causal, ninf);
-        let x5 = masked(ld_s(fb, half, row, 8u) * qscale, head, i, kb + 40u, 2u, nk, causal, ninf);
-        let x6 = masked(ld_s(fb, half, row, 16u) * qscale, head, i, kb + 48u, 2u, nk, causal, ninf);
-        let x7 = masked(ld_s(fb, half, row, 24u) * qscale, head, i, kb + 56u, 2u, nk, causal, ninf);
-        var bm = max(max(max(max4(x0), max4(x1)), max(max4(x2), max4(x3))),
-                     max(max(max4(x4), max4(x5)), max(max4(x6), max4(x7))));
+        var x: array<vec4<f32>, MAX_X>;
+        for (var ch = 0u; ch < BC / KCH; ch++) {
+            if (ch > 0u) {
+                subgroupBarrier();  // every lane has read the previous chunk
+            }
+            s_chunk(ch, fb, &qa, zero);
+            subgroupBarrier();
+            for (var c = 0u; c < XPC; c++) {
+                let kc = ch * KCH + 8u * c;
+                x[ch * XPC + c] = masked(ld_s(fb, half, row, 8u * c) * qscale, head, i, kb + kc, 2u,
+                                         nk, causal, ninf);
+            }
+        }
+        var bm = ninf;
+        for (var c = 0u; c < BC / 8u; c++) {
+            bm = max(bm, max4(x[c]));
+        }
         bm = max(bm, subgroupShuffleXor(bm, 16u));
 
         // 3. Lazy rescale. Rows whose block maximum exceeds the reference by more than TAU move
         //    it: alpha = exp2(m_old - m_new) (0 before the row's first allowed key). The P V
         //    accumulators, relative to the old m, are rescaled in place through sf (a matrix cannot
-        //    be scaled row by row), unless no row of the subgroup has accumulated anything yet.
+        //    be scaled row by row), two tiles at a time, unless no row of the subgroup has
+        //    accumulated anything yet.
         let need = bm > m + TAU;
         if (subgroupAny(need)) {
             let alpha = select(1.0, exp2(m - bm), need);
             if (subgroupAny(need && m > ninf)) {
-                subgroupBarrier();  // every lane has read its scores from sf
-                coopStore(acc0, &sf[fb], 16u);
-                coopStore(acc1, &sf[fb + 256u], 16u);
-                subgroupBarrier();
-                scale_s(fb, half, row, alpha);
-                subgroupBarrier();
-                acc0 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb], 16u);
-                acc1 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb + 256u], 16u);
-                subgroupBarrier();
-                coopStore(acc2, &sf[fb], 16u);
-                coopStore(acc3, &sf[fb + 256u], 16u);
-                subgroupBarrier();
-                scale_s(fb, half, row, alpha);
-                subgroupBarrier();
-                acc2 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb], 16u);
-                acc3 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb + 256u], 16u);
+                for (var c = 0u; c < D16; c += 2u) {
+                    subgroupBarrier();  // every lane has read sf (scores, or the previous pair)
+                    coopStore(acc[c], &sf[fb], 16u);
+                    if (c + 1u < D16) {
+                        coopStore(acc[c + 1u], &sf[fb + 256u], 16u);
+                    }
+                    subgroupBarrier();
+                    scale_s(fb, half, row, alpha);
+                    subgroupBarrier();
+                    acc[c] = coopLoad<coop_mat16x16<f32, C>>(&sf[fb], 16u);
+                    if (c + 1u < D16) {
+                        acc[c + 1u] = coopLoad<coop_mat16x16<f32, C>>(&sf[fb + 256u], 16u);
+                    }
+                }
             }
             m = select(m, bm, need);
             l *= alpha;
@@ -194,67 +197,30 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
 
         // 4. P = exp2(S - m) (0 while the row has seen no allowed key), hi and lo parts.
         let live = m > ninf;
-        var p0 = select(vec4<f32>(0.0), exp2(x0 - m), live);
-        var p1 = select(vec4<f32>(0.0), exp2(x1 - m), live);
-        var p2 = select(vec4<f32>(0.0), exp2(x2 - m), live);
-        var p3 = select(vec4<f32>(0.0), exp2(x3 - m), live);
-        var p4 = select(vec4<f32>(0.0), exp2(x4 - m), live);
-        var p5 = select(vec4<f32>(0.0), exp2(x5 - m), live);
-        var p6 = select(vec4<f32>(0.0), exp2(x6 - m), live);
-        var p7 = select(vec4<f32>(0.0), exp2(x7 - m), live);
-        l += dot(p0 + p1 + p2 + p3 + p4 + p5 + p6 + p7, vec4<f32>(1.0));
-        // Dropout (philox.wgsl; dead code without it) after the row sum. This lane's keys are
-        // kb + 2c; the 4 lanes of a row quad share the Philox calls (drop_quad).
-        if (DROPOUT) {
-            let q = lane & 3u;
-            p0 *= drop_quad(head, i, kb, q);
-            p1 *= drop_quad(head, i, kb + 8u, q);
-            p2 *= drop_quad(head, i, kb + 16u, q);
-            p3 *= drop_quad(head, i, kb + 24u, q);
-            p4 *= drop_quad(head, i, kb + 32u, q);
-            p5 *= drop_quad(head, i, kb + 40u, q);
-            p6 *= drop_quad(head, i, kb + 48u, q);
-            p7 *= drop_quad(head, i, kb + 56u, q);
+        var ps = vec4<f32>(0.0);
+        for (var c = 0u; c < BC / 8u; c++) {
+            var p = select(vec4<f32>(0.0), exp2(x[c] - m), live);
+            ps += p;
+            // Dropout (philox.wgsl; dead code without it) after the row sum. This lane's keys
+            // are kb + 8c + 2e; the 4 lanes of a row quad share the Philox calls (drop_quad).
+            if (DROPOUT) {
+                p *= drop_quad(head, i, kb + 8u * c, lane & 3u);
+            }
+            st_p(pb, half, row, 8u * c, p);
         }
-        st_p(pb, half, row, 0u, p0);
-        st_p(pb, half, row, 8u, p1);
-        st_p(pb, half, row, 16u, p2);
-        st_p(pb, half, row, 24u, p3);
-        st_p(pb, half, row, 32u, p4);
-        st_p(pb, half, row, 40u, p5);
-        st_p(pb, half, row, 48u, p6);
-        st_p(pb, half, row, 56u, p7);
+        l += dot(ps, vec4<f32>(1.0));
         subgroupBarrier();
 
-        // 5. O += P V over the block's 4 steps of 16 keys.
+        // 5. O += P V over the block's steps of 16 keys.
         for (var kk = 0u; kk < BC / 16u; kk++) {
             let ph = coopLoad<coop_mat16x16<f16, A>>(&sp[pb + kk * 256u], 16u);
             let pl = coopLoad<coop_mat16x16<f16, A>>(&sl[pb + kk * 256u], 16u);
             let vp = kk * 16u * KP;
-            let vb0 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp], KP);
-            acc0 = coopMultiplyAdd(ph, vb0, acc0);
-            if (LO != 0u) {
-                acc0 = coopMultiplyAdd(pl, vb0, acc0);
-            }
-            if (d16 > 1u) {
-                let vb1 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 16u], KP);
-                acc1 = coopMultiplyAdd(ph, vb1, acc1);
+            for (var c = 0u; c < D16; c++) {
+                let vb = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 16u * c], KP);
+                acc[c] = coopMultiplyAdd(ph, vb, acc[c]);
                 if (LO != 0u) {
-                    acc1 = coopMultiplyAdd(pl, vb1, acc1);
-                }
-            }
-            if (d16 > 2u) {
-                let vb2 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 32u], KP);
-                acc2 = coopMultiplyAdd(ph, vb2, acc2);
-                if (LO != 0u) {
-                    acc2 = coopMultiplyAdd(pl, vb2, acc2);
-                }
-            }
-            if (d16 > 3u) {
-                let vb3 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 48u], KP);
-                acc3 = coopMultiplyAdd(ph, vb3, acc3);
-                if (LO != 0u) {
-                    acc3 = coopMultiplyAdd(pl, vb3, acc3);
+                    acc[c] = coopMultiplyAdd(pl, vb, acc[c]);
                 }
             }
         }
@@ -265,65 +231,52 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     let lsum = l + subgroupShuffleXor(l, 16u);
     let inv = select(0.0, 1.0 / lsum, lsum > 0.0);
     let ob = base + i * d;
-    subgroupBarrier();
-    coopStore(acc0, &sf[fb], 16u);
-    coopStore(acc1, &sf[fb + 256u], 16u);
-    subgroupBarrier();
-    if (i < n) {
-        st_o(ob, d, half, 0u, ld_s(fb, half, row, 0u) * inv);
-        st_o(ob, d, half, 8u, ld_s(fb, half, row, 8u) * inv);
-        st_o(ob, d, half, 16u, ld_s(fb, half, row, 16u) * inv);
-        st_o(ob, d, half, 24u, ld_s(fb, half, row, 24u) * inv);
-    }
-    if (d16 > 2u) {
+    for (var c = 0u; c < D16; c += 2u) {
         subgroupBarrier();
-        coopStore(acc2, &sf[fb], 16u);
-        coopStore(acc3, &sf[fb + 256u], 16u);
+        coopStore(acc[c], &sf[fb], 16u);
+        if (c + 1u < D16) {
+            coopStore(acc[c + 1u], &sf[fb + 256u], 16u);
+        }
         subgroupBarrier();
         if (i < n) {
-            st_o(ob, d, half, 32u, ld_s(fb, half, row, 0u) * inv);
-            st_o(ob, d, half, 40u, ld_s(fb, half, row, 8u) * inv);
-            st_o(ob, d, half, 48u, ld_s(fb, half, row, 16u) * inv);
-            st_o(ob, d, half, 56u, ld_s(fb, half, row, 24u) * inv);
+            for (var e = 0u; e < 4u; e++) {
+                st_o(ob, d, half, 16u * c + 8u * e, ld_s(fb, half, row, 8u * e) * inv);
+            }
         }
     }
 }
 
-// Half h of the block's scores for this subgroup (keys 32h .. 32h+31): two tiles of 16 keys,
-// stored column-major to sf ([key][row]).
-fn s_half(h: u32, d16: u32, fb: u32, qa0: coop_mat16x16<f16, A>, qa1: coop_mat16x16<f16, A>,
-          qa2: coop_mat16x16<f16, A>, qa3: coop_mat16x16<f16, A>, zero: coop_mat16x16<f32, C>) {
-    for (var nt = 0u; nt < 2u; nt++) {
-        let kp = (h * 32u + nt * 16u) * KP;
-        var acc = coopMultiplyAdd(qa0, coopLoad<coop_mat16x16<f16, B>>(&ks[kp], KP), zero);
-        if (d16 > 1u) {
-            acc = coopMultiplyAdd(qa1, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 16u], KP), acc);
+// Chunk ch of the block's scores for this subgroup (keys KCH ch .. + KCH - 1): KCH / 16 tiles of
+// 16 keys, stored column-major to sf ([key][row]).
+fn s_chunk(ch: u32, fb: u32, qa: ptr<function, array<coop_mat16x16<f16, A>, MAX_TILES>>,
+           zero: coop_mat16x16<f32, C>) {
+    for (var nt = 0u; nt < KCH / 16u; nt++) {
+        let kp = (ch * KCH + nt * 16u) * KP;
+        var s = zero;
+        for (var c = 0u; c < D16; c++) {
+            s = coopMultiplyAdd((*qa)[c], coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 16u * c], KP), s);
         }
-        if (d16 > 2u) {
-            acc = coopMultiplyAdd(qa2, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 32u], KP), acc);
-        }
-        if (d16 > 3u) {
-            acc = coopMultiplyAdd(qa3, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 48u], KP), acc);
-        }
-        coopStore(acc, &sf[fb + nt * 256u], 16u);
+        coopStore(s, &sf[fb + nt * 256u], 16u);
     }
 }
 
-// Element e of this block's K (or V) rows: 8 halves at row e / d8, column 8 (e % d8); 0 past N.
-fn ld_k(kvb: u32, j0: u32, e: u32, n: u32, d8: u32) -> vec4<u32> {
-    let r = e / d8;
-    if (j0 + r >= n) {
-        return vec4<u32>(0u);
+// This thread's words of key block j0: word e = t + 128w of the block is 8 halves at key e / d8,
+// column 8 (e % d8) of K and of V; 0 past the M keys.
+fn fetch(kvb: u32, j0: u32, t: u32, nk: u32, d8: u32, words: u32,
+         pk: ptr<function, array<vec4<u32>, MAX_LD>>, pv: ptr<function, array<vec4<u32>, MAX_LD>>) {
+    for (var w = 0u; w < MAX_LD; w++) {
+        let e = t + 128u * w;
+        if (e < words) {
+            var kx = vec4<u32>(0u);
+            var vx = vec4<u32>(0u);
+            if (j0 + e / d8 < nk) {
+                kx = k[kvb + j0 * d8 + e];
+                vx = v[kvb + j0 * d8 + e];
+            }
+            (*pk)[w] = kx;
+            (*pv)[w] = vx;
+        }
     }
-    return k[kvb + j0 * d8 + e];
-}
-
-fn ld_v(kvb: u32, j0: u32, e: u32, n: u32, d8: u32) -> vec4<u32> {
-    let r = e / d8;
-    if (j0 + r >= n) {
-        return vec4<u32>(0u);
-    }
-    return v[kvb + j0 * d8 + e];
 }
 
 // Writes element e of K and V into ks and vs ([key][KP]).

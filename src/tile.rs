@@ -5,7 +5,8 @@
 //! [`Problem`]: crate::problem::Problem
 //! [`Plan`]: crate::plan::Plan
 
-/// Workgroup storage of tiled_rt.wgsl + tiled_rt_wg.wgsl (their header comments derive it).
+/// Workgroup storage of tiled_rt.wgsl + tiled_rt_wg.wgsl at D <= 64 (their header comments derive
+/// it; [`TileConfig::storage_bytes`] for any D).
 pub const RT_STORAGE: u64 = 31232;
 /// The part of it that tiled_rt_wg.wgsl adds (absent with subgroup reductions).
 pub const RT_PART_STORAGE: u64 = 1024;
@@ -14,24 +15,28 @@ pub const RT_PART_STORAGE: u64 = 1024;
 /// K and V add BC · 512 bytes.
 pub const RT2_Q_STORAGE: u64 = 16384;
 
-/// Pipeline constants that the tile configuration owns (they size workgroup storage or the grid,
-/// so the host's figures depend on them): `--override` refuses them in favour of `--tile`.
-pub const TILE_OWNED: &[&str] = &["BR", "BC", "D4", "DP"];
+/// Pipeline constants that the tile configuration or the shape owns (they size workgroup storage,
+/// the grid or the kernel's loops, so the host's figures depend on them): `--override` refuses
+/// them in favour of `--tile` (or `--head-dim` for tiled_coop.wgsl's `D16`).
+pub const TILE_OWNED: &[&str] = &["BR", "BC", "D4", "DP", "D16"];
 
 /// Which fused kernel a tile configuration runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TileKernel {
     /// tiled_v2.wgsl: 128 threads, 64 rows, key blocks of BC, P exchanged by subgroup shuffles.
     Rt2,
-    /// tiled_rt.wgsl: 64 threads, 64 rows, key blocks of 16, reductions through workgroup memory.
+    /// tiled_rt.wgsl: 64 threads, 64 rows (32 for D <= 128, 16 for D <= 256), key blocks of 16
+    /// (8 or 4 where storage is short).
     Rt,
     /// tiled.wgsl: one query row per thread, BR rows.
     Row,
-    /// tiled_coop.wgsl: cooperative matrices, 64 rows, key blocks of 64.
+    /// tiled_coop.wgsl: cooperative matrices, 64 rows, key blocks of 64 (32 for D <= 128, 16 for
+    /// D <= 256).
     Coop,
 }
 
-/// Workgroup storage of tiled_coop.wgsl (its header comment derives it).
+/// Workgroup storage of tiled_coop.wgsl at D = 64, BC = 64 (its header comment derives it;
+/// [`TileConfig::storage_bytes`] for any D).
 pub const COOP_STORAGE: u64 = 43008;
 
 /// Tile configuration of the fused kernel.
@@ -50,8 +55,15 @@ impl TileConfig {
     pub fn storage_bytes(&self) -> u64 {
         match self.kernel {
             TileKernel::Rt2 => RT2_Q_STORAGE + self.bc as u64 * 512,
-            TileKernel::Rt => RT_STORAGE,
-            TileKernel::Coop => COOP_STORAGE,
+            TileKernel::Rt => {
+                (self.br as u64 + 2 * self.bc as u64) * self.dp as u64 * 16
+                    + self.bc as u64 * 256
+                    + RT_PART_STORAGE
+            }
+            TileKernel::Coop => {
+                let (d, bc) = (4 * self.d4 as u64, self.bc as u64);
+                2 * bc * (d + 8) * 2 + 2 * 64 * bc * 2 + 4 * 512 * 4
+            }
             TileKernel::Row => {
                 (2 * self.br as u64 + 2 * self.bc as u64) * self.dp as u64 * 16 + 4 * self.br as u64
             }

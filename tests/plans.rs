@@ -97,13 +97,32 @@ fn tile_choice_follows_workgroup_storage() {
     let mut c = caps();
     c.max_workgroup_storage = 48 * 1024;
     assert!(tiled::choose(64, &c).unwrap().register_tiled());
-    assert_eq!(tiled::choose(128, &c).unwrap().br, 16);
+    // Past D = 64 the register-tiled kernel takes fewer rows per thread (BR 32 at D <= 128, 16 at
+    // D <= 256) and the largest key block that fits: 16, then 8 (BC * D <= 2048 staged elements).
+    let wide = tiled::choose(128, &c).unwrap();
+    assert_eq!(
+        (wide.kernel, wide.br, wide.bc),
+        (tiled::TileKernel::Rt, 32, 16)
+    );
+    let widest = tiled::choose(256, &c).unwrap();
+    assert_eq!(
+        (widest.kernel, widest.br, widest.bc),
+        (tiled::TileKernel::Rt, 16, 8)
+    );
+    assert_eq!(widest.storage_bytes(), (16 + 16) * 65 * 16 + 8 * 256 + 1024);
     c.max_workgroup_storage = 32 * 1024;
+    // lavapipe's 32 KiB: D = 128 with key blocks of 8, D = 256 of 4.
+    assert_eq!(tiled::choose(128, &c).unwrap().bc, 8);
+    assert_eq!(tiled::choose(256, &c).unwrap().bc, 4);
     assert!(tiled::choose(64, &c).unwrap().register_tiled());
+    // Less storage: the register-tiled kernel with smaller key blocks, then one row per thread.
     c.max_workgroup_storage = 30 * 1024;
+    let small = tiled::choose(64, &c).unwrap();
+    assert_eq!((small.kernel, small.bc), (tiled::TileKernel::Rt, 8));
+    c.max_workgroup_storage = 20 * 1024;
     let fallback = tiled::choose(64, &c).unwrap();
     assert!(!fallback.register_tiled());
-    assert_eq!(fallback.br, 32);
+    assert_eq!(fallback.br, 16);
     c.max_workgroup_storage = 256;
     let e = tiled::choose(256, &c).unwrap_err();
     assert!(e.contains("D=256") && e.contains("256"), "{e}");
@@ -157,11 +176,24 @@ fn subgroup_variant_gives_its_reasons() {
         .to_string();
     assert!(e.contains("minimum subgroup size is 2"), "{e}");
     c.subgroup_min_size = 32;
+    c.max_workgroup_storage = 48 * 1024;
+    // D up to 256 (BR 32 rows at D = 128); beyond, refused with the limit.
     let wide = Problem::new(1, 1, 64, 128, true, 0);
-    let e = variants::plan("tiled-subgroup", &wide, &c)
+    let plan = variants::plan("tiled-subgroup", &wide, &c).unwrap();
+    let cfg = |k: &str| {
+        plan.dispatches[0]
+            .overrides
+            .iter()
+            .find(|(n, _)| n == k)
+            .unwrap()
+            .1
+    };
+    assert_eq!((cfg("RPT"), cfg("D4")), (2.0, 32.0));
+    let wider = Problem::new(1, 1, 64, 264, true, 0);
+    let e = variants::plan("tiled-subgroup", &wider, &c)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("--head-dim 128"), "{e}");
+    assert!(e.contains("D = 256") && e.contains("D=264"), "{e}");
 }
 
 #[test]
@@ -358,8 +390,8 @@ fn forced_tiles_are_checked_by_the_builder() {
         }
         other => panic!("{other:?}"),
     }
-    // rt above D = 64.
-    p.head_dim = 128;
+    // rt above D = 256.
+    p.head_dim = 264;
     p.tile = Some(TileRequest {
         choice: TileChoice::RegisterTiled,
         source: "--tile".into(),
@@ -383,7 +415,7 @@ fn coop_plan_states_its_shape_limits_and_pads_its_inputs() {
         .unwrap_err()
         .to_string();
     assert!(
-        why.contains("16, 32, 48 or 64") && why.contains("40"),
+        why.contains("multiple of 16 up to 256") && why.contains("40"),
         "{why}"
     );
     p.head_dim = 64;
@@ -404,6 +436,23 @@ fn coop_plan_states_its_shape_limits_and_pads_its_inputs() {
         Some(tiled::COOP_STORAGE as f64)
     );
     assert!(cfg("LO").is_some() && cfg("TAU").is_some());
+    // Wider heads: key blocks of 32 at D = 128, 16 at D = 256, within 48 KiB.
+    for (d, bc, bytes) in [(128, 32.0, 33792.0), (256, 16.0, 29184.0)] {
+        p.head_dim = d;
+        let plan = variants::plan("tiled-coop", &p, &c).unwrap();
+        let ov = |k: &str| {
+            plan.dispatches[0]
+                .overrides
+                .iter()
+                .find(|(n, _)| n == k)
+                .unwrap()
+                .1
+        };
+        assert_eq!((ov("D16"), ov("BC")), (d as f64 / 16.0, bc), "D={d}");
+        let cfg = |k: &str| plan.config.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+        assert_eq!(cfg("workgroup_storage_bytes"), Some(bytes), "D={d}");
+    }
+    p.head_dim = 64;
     // 16-wide subgroups: refused with the reason.
     c.subgroup_min_size = 16;
     let why = variants::plan("tiled-coop", &p, &c)

@@ -91,6 +91,84 @@ fn every_variant_passes_n_ne_m_in_both_alignments_forward_and_backward() {
     }
 }
 
+/// Head dimensions past 64 (issue 14: D in {80, 128, 256}) on every variant the test adapter can
+/// run, square causal, N != M bottom-right with GQA 8:2, and MQA decode: forward PASS, and the
+/// training step where the variant has a backward at that D. A refusal must name its limit
+/// (the adapter's missing feature, the decode-only kernel, or the fused backward's D); the
+/// register-tiled `tiled-subgroup` and `tiled` (tile `rt`) must run at every D.
+#[test]
+fn every_variant_passes_head_dims_80_128_256() {
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    let mut ran = std::collections::BTreeMap::<(String, u32), u32>::new();
+    for d in [80u32, 128, 256] {
+        for (n, m, h, hkv, align, backward) in [
+            (40u32, 40u32, 2u32, 2u32, CausalAlign::TopLeft, false),
+            (24, 40, 8, 2, CausalAlign::BottomRight, false),
+            (40, 24, 2, 2, CausalAlign::BottomRight, true),
+            (1, 96, 4, 1, CausalAlign::BottomRight, false),
+        ] {
+            let mut p = Problem::new(1, h, n, d, true, (d * 100 + n) as u64);
+            p.kv_seq = m;
+            p.kv_heads = hkv;
+            p.causal_align = align;
+            p.backward = backward;
+            p.dtype = if d == 128 { DType::BF16 } else { DType::F32 };
+            let x = Inputs::generate(&p);
+            for v in variants::names() {
+                match variants::plan(v, &p, &gpu.caps) {
+                    Ok(_) => {}
+                    Err(Error::Incompatible { reason, .. }) => {
+                        assert!(
+                            reason.contains("does not offer")
+                                || reason.contains("in-place hazard")
+                                || reason.contains("decode kernel")
+                                || reason.contains("nothing to split")
+                                || (backward && reason.contains("at most D = 64")),
+                            "{v} D={d}: {reason}"
+                        );
+                        continue;
+                    }
+                    Err(e) => panic!("{v} D={d}: {e}"),
+                }
+                let r = run_variant(gpu, &mut runner, &p, &x, v, SCHED, false).unwrap();
+                let val = r.validation.as_ref().unwrap();
+                assert_eq!(
+                    val.verdict,
+                    Verdict::Pass,
+                    "{v} {}: {val:?}",
+                    p.shape_string()
+                );
+                if let Some(t) = &r.training {
+                    for g in &t.grads {
+                        assert_eq!(g.verdict, Verdict::Pass, "{v} {}: {g:?}", p.shape_string());
+                    }
+                }
+                *ran.entry((v.to_string(), d)).or_default() += 1;
+            }
+        }
+    }
+    for d in [80u32, 128, 256] {
+        for v in [
+            "unfused",
+            "unfused-inplace",
+            "math",
+            "tiled",
+            "tiled-subgroup",
+        ] {
+            assert!(
+                ran.get(&(v.to_string(), d)).copied().unwrap_or(0) >= 3,
+                "{v} D={d}: {ran:?}"
+            );
+        }
+        assert_eq!(
+            ran.get(&("split-kv".to_string(), d)).copied(),
+            Some(1),
+            "split-kv decodes at D={d}: {ran:?}"
+        );
+    }
+}
+
 #[test]
 fn the_two_alignments_differ_and_agree_when_n_equals_m() {
     let mut p = Problem::new(1, 1, 4, 2, true, 1);

@@ -101,7 +101,12 @@ fn tiled_matches_reference() {
 /// a multiple of 8), forced on the whole grid.
 #[test]
 fn tiled_rt_matches_reference() {
-    check_variant_tile("tiled", 1, &[5, 16, 64], Some(TileChoice::RegisterTiled));
+    check_variant_tile(
+        "tiled",
+        1,
+        &[5, 16, 64, 72, 136],
+        Some(TileChoice::RegisterTiled),
+    );
 }
 
 #[test]
@@ -112,8 +117,8 @@ fn tiled_subgroup_matches_reference() {
         "the test adapter {} lacks subgroups; tiled-subgroup cannot be checked here",
         gpu.report.name
     );
-    // The register-tiled kernel holds D <= 64.
-    check_variant("tiled-subgroup", 1, &[5, 16, 64]);
+    // The register-tiled kernel: 4 rows a thread up to D = 64, 2 up to 128, 1 up to 256.
+    check_variant("tiled-subgroup", 1, &[5, 16, 64, 72, 136]);
 }
 
 /// Timestamps are real: every dispatch of a forward got a positive GPU time, in plan order, and

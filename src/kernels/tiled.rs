@@ -1,7 +1,7 @@
 //! `attention` for the register-tiled and row-per-thread fused kernels (the `tiled` and
 //! `tiled-subgroup` variants):
 //! - shaders/tiled_rt.wgsl, register-tiled (a 4 x 4 score tile and a 4 x 16 output tile per
-//!   thread), for D <= 64 on adapters with >= 31232 bytes of workgroup storage, with its row
+//!   thread at D <= 64; 2 rows at D <= 128, 1 at D <= 256), with its row
 //!   reductions from shaders/tiled_rt_wg.wgsl (workgroup memory) or shaders/tiled_rt_sg.wgsl
 //!   (subgroup shuffles), and its score masking from shaders/tiled_mask.wgsl;
 //! - shaders/tiled.wgsl (+ tiled_mask.wgsl), one query row per thread, for any D up to 256 and
@@ -77,17 +77,6 @@ pub fn config_for(
             })
         }
         TileChoice::RegisterTiled => {
-            if head_dim > 64 {
-                return Err(format!(
-                    "tile `rt`: the register-tiled kernel holds at most D = 64 columns (got D={head_dim})"
-                ));
-            }
-            if RT_STORAGE > caps.max_workgroup_storage as u64 {
-                return Err(format!(
-                    "tile `rt` needs {RT_STORAGE} bytes of workgroup storage, this adapter allows {}",
-                    caps.max_workgroup_storage
-                ));
-            }
             if caps.max_invocations_per_workgroup < 64 || caps.max_workgroup_size_x < 64 {
                 return Err(format!(
                     "tile `rt` needs 64-thread workgroups, this adapter allows {} invocations \
@@ -95,13 +84,7 @@ pub fn config_for(
                     caps.max_invocations_per_workgroup, caps.max_workgroup_size_x
                 ));
             }
-            Ok(TileConfig {
-                kernel: TileKernel::Rt,
-                br: 64,
-                bc: BC,
-                d4,
-                dp: 17,
-            })
+            rt_config(head_dim, caps.max_workgroup_storage as u64, true)
         }
         TileChoice::Row(br) => {
             let cfg = TileConfig {
@@ -133,6 +116,51 @@ pub fn config_for(
             Ok(cfg)
         }
     }
+}
+
+/// The largest head dimension of the register-tiled kernel tiled_rt.wgsl.
+pub const RT_MAX_HEAD_DIM: u32 = 256;
+
+/// tiled_rt.wgsl's tile for head dimension `head_dim` within `storage` bytes of workgroup storage
+/// (`part`: with tiled_rt_wg.wgsl's 1 KiB of row partials): rows per thread RPT = 4 for D <= 64,
+/// 2 for D <= 128, 1 for D <= 256 (BR = 16 RPT rows, so that a thread's RPT x ceil(D/16) vec4 of
+/// O stay at 16), and the largest key block BC of 16, 8, 4 that fits (and keeps a thread's
+/// staged K/V elements BC * 4 ceil(D/4) / 64 at 32 at most), or why none does.
+pub fn rt_config(head_dim: u32, storage: u64, part: bool) -> Result<TileConfig, String> {
+    if head_dim > RT_MAX_HEAD_DIM {
+        return Err(format!(
+            "tile `rt`: the register-tiled kernel holds at most D = {RT_MAX_HEAD_DIM} columns \
+             (got D={head_dim})"
+        ));
+    }
+    let d4 = head_dim.div_ceil(4);
+    let br = match head_dim {
+        0..=64 => 64,
+        65..=128 => 32,
+        _ => 16,
+    };
+    let cfg = |bc: u32| TileConfig {
+        kernel: TileKernel::Rt,
+        br,
+        bc,
+        d4,
+        dp: d4 + 1,
+    };
+    let need = |c: &TileConfig| c.storage_bytes() - if part { 0 } else { RT_PART_STORAGE };
+    [16, 8, 4]
+        .into_iter()
+        .map(cfg)
+        .find(|c| c.bc * 4 * d4 <= 2048 && need(c) <= storage)
+        .ok_or_else(|| {
+            let c = cfg(4);
+            format!(
+                "tile `rt` does not fit: D={head_dim} with BR={br} rows and the smallest key block \
+                 (BC=4) needs {} bytes of workgroup storage ((BR + 2 BC) * (ceil(D/4) + 1) * 16 + \
+                 BC * 256{}), this adapter allows {storage}",
+                need(&c),
+                if part { " + 1024" } else { "" }
+            )
+        })
 }
 
 /// Every tile choice `tune` tries, preferred first: `rt2:32`, `rt2:64`, `rt`, then `row:BR` for BR in
@@ -322,11 +350,17 @@ pub fn attention(
         ),
         TileKernel::Rt => {
             // tiled_rt.wgsl double-buffers K/V through registers for f32 storage only (measured
-            // on the H200: see PREFETCH in the kernel).
-            let prefetch = vec![(
-                "PREFETCH".to_string(),
-                if p.dtype == DType::F32 { 1.0 } else { 0.0 },
-            )];
+            // on the H200: see PREFETCH in the kernel); its tile is RPT = BR / 16 rows a thread,
+            // BC keys a block and D4 = ceil(D / 4) vec4 a row.
+            let prefetch = vec![
+                (
+                    "PREFETCH".to_string(),
+                    if p.dtype == DType::F32 { 1.0 } else { 0.0 },
+                ),
+                ("RPT".to_string(), (cfg.br / 16) as f64),
+                ("BC".to_string(), cfg.bc as f64),
+                ("D4".to_string(), cfg.d4 as f64),
+            ];
             let shader = match (reduce, p.backward) {
                 (Reduce::Workgroup, false) => kernel!(
                     "tiled_rt.wgsl" + "tiled_rt_wg.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl",

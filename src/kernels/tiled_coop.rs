@@ -1,6 +1,7 @@
 //! `attention` on cooperative matrices (shaders/tiled_coop.wgsl + tiled_mask.wgsl, the
 //! `tiled-coop` variant): f16 Q·Kᵀ and P·V as 16 x 16 x 16 products with f32 accumulators, four
-//! independent 32-wide subgroups per workgroup of 64 query rows, key blocks of 64.
+//! independent 32-wide subgroups per workgroup of 64 query rows, key blocks of 64 keys for
+//! D <= 64, 32 for D <= 128 and 16 for D <= 256 (D a multiple of 16).
 
 use super::{check_binding, kernel, mask_slot, Storage};
 use crate::gpu::AdapterCaps;
@@ -8,18 +9,33 @@ use crate::plan::Dispatch;
 use crate::problem::Problem;
 use crate::tile::TileConfig;
 
-/// Workgroup storage of tiled_coop.wgsl (its header comment derives it).
+/// Workgroup storage of tiled_coop.wgsl at D = 64 (its header comment derives it; [`storage`]
+/// for any D).
 pub const STORAGE: u64 = crate::tile::COOP_STORAGE;
+/// The largest head dimension the kernel takes (16 tiles of 16 columns a row).
+pub const MAX_HEAD_DIM: u32 = 256;
+
+/// Keys per block for head dimension `d`: the largest of 64, 32, 16 whose staged K and V, P and
+/// S chunks fit 48 KiB of workgroup storage (`TileConfig::storage_bytes`: 43008, 33792 and
+/// 29184 bytes at D = 64, 128 and 256).
+pub fn block_keys(d: u32) -> u32 {
+    match d {
+        0..=64 => 64,
+        65..=128 => 32,
+        _ => 16,
+    }
+}
+
 /// Rows (of Q) and keys (of K and V) past N that tiled_coop.wgsl's cooperative loads may read: the
 /// last query block and key block of a head are read whole.
 pub const PAD_ROWS: u64 = 64;
 
-/// The kernel's tile: BR = 64 query rows, BC = 64 keys.
+/// The kernel's tile: BR = 64 query rows, BC = [`block_keys`].
 pub fn tile(p: &Problem) -> TileConfig {
     TileConfig {
         kernel: crate::tile::TileKernel::Coop,
         br: 64,
-        bc: 64,
+        bc: block_keys(p.head_dim),
         d4: p.head_dim.div_ceil(4),
         dp: 0,
     }
@@ -36,9 +52,12 @@ pub fn input_bytes(p: &Problem) -> u64 {
 /// rule (error 1.0-1.7x the low-precision twin's) and fails `--tolerance strict`, which
 /// `--override LO=2` passes), the lazy-rescale threshold (`TAU` = 8; 0,
 /// FlashAttention-2's rescale on every new maximum, was 14 % slower in v5) and the register
-/// prefetch of the next K/V block (`PREFETCH` = 1; 0 was 8 % slower in v5).
-pub fn overrides() -> Vec<(String, f64)> {
+/// prefetch of the next K/V block (`PREFETCH` = 1; 0 was 8 % slower in v5); and the shape the
+/// kernel is specialized for: `D16` = D / 16 tiles a row and `BC` = [`block_keys`].
+pub fn overrides(p: &Problem) -> Vec<(String, f64)> {
     vec![
+        ("D16".to_string(), (p.head_dim / 16) as f64),
+        ("BC".to_string(), block_keys(p.head_dim) as f64),
         ("LO".to_string(), 0.0),
         ("TAU".to_string(), 8.0),
         ("PREFETCH".to_string(), 1.0),
@@ -59,7 +78,7 @@ pub fn attention(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
             mask,
             dropout = p.dropout().is_some()
         ),
-        overrides(),
+        overrides(p),
         &tile(p),
     )
 }

@@ -509,7 +509,8 @@ fn apply_overrides(
         if crate::tile::TILE_OWNED.contains(&name.as_str()) {
             return Err(format!(
                 "--override {name}: `{name}` is part of the tile configuration (it sizes the \
-                 kernel's storage or grid); choose it with --tile"
+                 kernel's storage, grid or loops); choose it with --tile (the head dimension \
+                 with --head-dim)"
             ));
         }
         let mut hits = 0;

@@ -9,7 +9,9 @@ use crate::kernels::tiled::{attention, Reduce};
 use crate::kernels::{buf, check_binding, tiled_bwd, tiled_coop};
 use crate::plan::{save, Dispatch, Plan, Role};
 use crate::problem::Problem;
-pub use crate::tile::{TileChoice, TileConfig, TileRequest, TileUsed, RT_PART_STORAGE, RT_STORAGE};
+pub use crate::tile::{
+    TileChoice, TileConfig, TileKernel, TileRequest, TileUsed, RT_PART_STORAGE, RT_STORAGE,
+};
 
 /// `tiled`: the tile configuration of [`Problem::tile`] when one is imposed (refused with the reason
 /// when it does not fit), else the default ([`choose`]).
@@ -46,29 +48,12 @@ pub fn build_subgroup(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
             caps.subgroup_min_size
         ));
     }
-    if p.head_dim > 64 {
-        return Err(format!(
-            "the register-tiled kernel holds at most D = 64 columns per row (got --head-dim {})",
-            p.head_dim
-        ));
-    }
-    let storage = RT_STORAGE - RT_PART_STORAGE;
-    if storage > caps.max_workgroup_storage as u64 {
-        return Err(format!(
-            "needs {storage} bytes of workgroup storage, this adapter allows {}",
-            caps.max_workgroup_storage
-        ));
-    }
-    let cfg = TileConfig {
-        kernel: crate::tile::TileKernel::Rt,
-        br: 64,
-        bc: BC,
-        d4: p.head_dim.div_ceil(4),
-        dp: 17,
-    };
+    let cfg =
+        crate::kernels::tiled::rt_config(p.head_dim, caps.max_workgroup_storage as u64, false)?;
     check_binding("Q ([B, H, N, D])", p.qkv_bytes(), caps)?;
     let d = attention(p, caps, &cfg, Reduce::Subgroup)?;
-    let plan = fused_plan(p, p.qkv_bytes(), d, cfg.storage_bytes(), &cfg, vec![]);
+    let storage = cfg.storage_bytes() - RT_PART_STORAGE;
+    let plan = fused_plan(p, p.qkv_bytes(), d, storage, &cfg, vec![]);
     training(plan, p, caps)
 }
 
@@ -88,10 +73,11 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
             caps.subgroup_min_size, caps.subgroup_max_size
         ));
     }
-    if p.head_dim > 64 || !p.head_dim.is_multiple_of(16) {
+    if p.head_dim > tiled_coop::MAX_HEAD_DIM || !p.head_dim.is_multiple_of(16) {
         return Err(format!(
-            "the cooperative-matrix kernel reads Q, K and V in 16 x 16 tiles straight from memory \
-             and keeps at most 4 of them a row: D must be 16, 32, 48 or 64 (got --head-dim {})",
+            "the cooperative-matrix kernel reads Q, K and V in 16 x 16 tiles and keeps at most 16 \
+             of them a row: D must be a multiple of 16 up to {} (got --head-dim {})",
+            tiled_coop::MAX_HEAD_DIM,
             p.head_dim
         ));
     }
@@ -104,11 +90,13 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
                 .into(),
         );
     }
-    if tiled_coop::STORAGE > caps.max_workgroup_storage as u64 {
+    let tile = tiled_coop::tile(p);
+    let storage = tile.storage_bytes();
+    if storage > caps.max_workgroup_storage as u64 {
         return Err(format!(
-            "needs {} bytes of workgroup storage, this adapter allows {}",
-            tiled_coop::STORAGE,
-            caps.max_workgroup_storage
+            "needs {storage} bytes of workgroup storage at D={} (key blocks of {}), this adapter \
+             allows {}",
+            p.head_dim, tile.bc, caps.max_workgroup_storage
         ));
     }
     let d = tiled_coop::attention(p, caps)?;
@@ -116,9 +104,9 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         p,
         tiled_coop::input_bytes(p),
         d,
-        tiled_coop::STORAGE,
-        &tiled_coop::tile(p),
-        tiled_coop::overrides(),
+        storage,
+        &tile,
+        tiled_coop::overrides(p),
     ))
 }
 
