@@ -27,8 +27,10 @@ diagnostic(off, derivative_uniformity);
 //      `sl`: P in one f16 keeps 11 bits, an error the f16 tolerance (inputs exact in f16,
 //      everything else f32) does not allow; hi + lo keeps ~22;
 //   5. accumulates P V as hi V + lo V into the same accumulators.
-// D/16 (`D16`) and BC are pipeline constants: the loops over tiles and keys have known trip
-// counts, unroll, and keep the arrays of matrices (Q, the accumulators) in registers.
+// D/16 (`D16`) and BC are pipeline constants. The D/16 Q matrices and P V accumulators are named
+// private variables (qa0.., acc0..) with every use behind a test of D16 that the constant folds:
+// the same registers at D = 64 as the kernel had before it took wider heads (arrays of matrices
+// indexed in loops were 10-20 % slower on the H200: results/h200/2026-12-04-v26-coop-wide).
 // Cooperative loads: `coopLoadT` reads row-major, `coopLoad` column-major; Kᵀ is K read
 // column-major. The host checks D % 16 == 0, D <= 256 and 32-wide subgroups, and pads Q by 64 rows
 // (Q is read straight from device memory; rows past N are never written back).
@@ -43,9 +45,7 @@ diagnostic(off, derivative_uniformity);
 
 const BR: u32 = 64u;   // rows per workgroup: 16 per subgroup
 const LOG2E: f32 = 1.4426950408889634;
-// D / 16: the 16-column tiles of a row of Q, K, V and O (1 .. 16, D up to 256). The host sets it
-// to D / 16, so every loop over the tiles has a known trip count and unrolls, and the arrays of
-// matrices below stay in registers.
+// D / 16: the 16-column tiles of a row of Q, K, V and O (1 .. 16, D up to 256), set by the host.
 override D16: u32 = 4u;
 // Keys per block: 64 for D <= 64, 32 for D <= 128, 16 for D <= 256 (what fits the staged K and
 // V in workgroup memory; the host chooses, see src/kernels/tiled_coop.rs).
@@ -60,20 +60,48 @@ override LO: u32 = 2u;
 override TAU: f32 = 8.0;
 // 1: the next block's K and V are loaded into registers while this block is computed.
 override PREFETCH: u32 = 1u;
-
 override KP: u32 = D16 * 16u + 8u;  // row pitch (halves) of the staged K and V
-override KCH: u32 = min(BC, 32u);  // keys per chunk of S that crosses sf at once (2 tiles, or 1)
-override XPC: u32 = KCH / 8u;    // vec4 of scores per lane per chunk
-const MAX_TILES: u32 = 16u;      // D16 at most
-const MAX_X: u32 = 8u;           // BC / 8 at most
-const MAX_LD: u32 = 4u;          // 16-byte words of K (and of V) per thread per block at most
 
 var<workgroup> ks: array<f16, BC * KP>;  // [BC keys][KP]
 var<workgroup> vs: array<f16, BC * KP>;  // [BC keys][KP]
 var<workgroup> sp: array<f16, 64u * BC>; // per subgroup [BC keys][16 rows]: P rounded to f16
 var<workgroup> sl: array<f16, 64u * BC>; // per subgroup [BC keys][16 rows]: the low part (LO)
-var<workgroup> sf: array<f32, 2048>;     // per subgroup [32][16]: a chunk of S, or 2 tiles of O
+var<workgroup> sf: array<f32, 2048>;     // per subgroup [32][16]: 2 tiles of S, or of O
 
+// This subgroup's 16 rows of Q (qa<c>: columns 16c .. 16c+15) and its P V accumulators (acc<c>).
+
+var<private> qa0: coop_mat16x16<f16, A>;
+var<private> qa1: coop_mat16x16<f16, A>;
+var<private> qa2: coop_mat16x16<f16, A>;
+var<private> qa3: coop_mat16x16<f16, A>;
+var<private> qa4: coop_mat16x16<f16, A>;
+var<private> qa5: coop_mat16x16<f16, A>;
+var<private> qa6: coop_mat16x16<f16, A>;
+var<private> qa7: coop_mat16x16<f16, A>;
+var<private> qa8: coop_mat16x16<f16, A>;
+var<private> qa9: coop_mat16x16<f16, A>;
+var<private> qa10: coop_mat16x16<f16, A>;
+var<private> qa11: coop_mat16x16<f16, A>;
+var<private> qa12: coop_mat16x16<f16, A>;
+var<private> qa13: coop_mat16x16<f16, A>;
+var<private> qa14: coop_mat16x16<f16, A>;
+var<private> qa15: coop_mat16x16<f16, A>;
+var<private> acc0: coop_mat16x16<f32, C>;
+var<private> acc1: coop_mat16x16<f32, C>;
+var<private> acc2: coop_mat16x16<f32, C>;
+var<private> acc3: coop_mat16x16<f32, C>;
+var<private> acc4: coop_mat16x16<f32, C>;
+var<private> acc5: coop_mat16x16<f32, C>;
+var<private> acc6: coop_mat16x16<f32, C>;
+var<private> acc7: coop_mat16x16<f32, C>;
+var<private> acc8: coop_mat16x16<f32, C>;
+var<private> acc9: coop_mat16x16<f32, C>;
+var<private> acc10: coop_mat16x16<f32, C>;
+var<private> acc11: coop_mat16x16<f32, C>;
+var<private> acc12: coop_mat16x16<f32, C>;
+var<private> acc13: coop_mat16x16<f32, C>;
+var<private> acc14: coop_mat16x16<f32, C>;
+var<private> acc15: coop_mat16x16<f32, C>;
 @compute @workgroup_size(128, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>,
         @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sg: u32,
@@ -92,6 +120,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     let i = r0 + row;
     let d8 = d / 8u;         // 16-byte elements of k and v per row
     let words = BC * d8;     // of them per block
+    let iters = (words + 127u) / 128u;  // per thread per block (at most 4)
     let causal = params.causal != 0u;
     let ninf = neg_inf();
     let qscale = params.scale * LOG2E;
@@ -104,92 +133,105 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     subgroupBarrier();
     let zero = coopLoadT<coop_mat16x16<f32, C>>(&sf[fb], 16u);
 
-    // Q of this subgroup's 16 rows, D/16 A matrices (row-major, from device memory), and the
-    // P V accumulators, one 16 x 16 tile per 16 columns of O.
+    // Q of this subgroup's 16 rows, D/16 A matrices (row-major, from device memory).
     let qrow = base + r0 * d;
-    var qa: array<coop_mat16x16<f16, A>, MAX_TILES>;
-    var acc: array<coop_mat16x16<f32, C>, MAX_TILES>;
-    for (var c = 0u; c < D16; c++) {
-        qa[c] = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 16u * c], d);
-        acc[c] = zero;
-    }
+    qa0 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 0u], d); acc0 = zero;
+    if (D16 > 1u) { qa1 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 16u], d); acc1 = zero; }
+    if (D16 > 2u) { qa2 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 32u], d); acc2 = zero; }
+    if (D16 > 3u) { qa3 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 48u], d); acc3 = zero; }
+    if (D16 > 4u) { qa4 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 64u], d); acc4 = zero; }
+    if (D16 > 5u) { qa5 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 80u], d); acc5 = zero; }
+    if (D16 > 6u) { qa6 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 96u], d); acc6 = zero; }
+    if (D16 > 7u) { qa7 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 112u], d); acc7 = zero; }
+    if (D16 > 8u) { qa8 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 128u], d); acc8 = zero; }
+    if (D16 > 9u) { qa9 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 144u], d); acc9 = zero; }
+    if (D16 > 10u) { qa10 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 160u], d); acc10 = zero; }
+    if (D16 > 11u) { qa11 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 176u], d); acc11 = zero; }
+    if (D16 > 12u) { qa12 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 192u], d); acc12 = zero; }
+    if (D16 > 13u) { qa13 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 208u], d); acc13 = zero; }
+    if (D16 > 14u) { qa14 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 224u], d); acc14 = zero; }
+    if (D16 > 15u) { qa15 = coopLoadT<coop_mat16x16<f16, A>>(&q[qrow + 240u], d); acc15 = zero; }
     var m = ninf;  // the row's reference maximum (base 2)
     var l = 0.0;   // this lane's share of the row's sum of P, relative to m
 
     // Keys this block's rows may see: all M, or up to the causal diagonal of its last row.
     let kv_end = causal_keys(i0 + BR);
     let kvb = kv_head(head) * nk * d8;  // first element of this head's K/V head in k and v
-    // This thread's words of the K and V block being staged: word t + 128w of the block.
-    var pk: array<vec4<u32>, MAX_LD>;
-    var pv: array<vec4<u32>, MAX_LD>;
+    var pk0 = vec4<u32>(0u); var pk1 = vec4<u32>(0u); var pk2 = vec4<u32>(0u); var pk3 = vec4<u32>(0u);
+    var pv0 = vec4<u32>(0u); var pv1 = vec4<u32>(0u); var pv2 = vec4<u32>(0u); var pv3 = vec4<u32>(0u);
     if (PREFETCH != 0u) {
-        fetch(kvb, 0u, t, nk, d8, words, &pk, &pv);
+        pk0 = ld_k(kvb, 0u, t, nk, d8, words); pv0 = ld_v(kvb, 0u, t, nk, d8, words);
+        if (iters > 1u) { pk1 = ld_k(kvb, 0u, t + 128u, nk, d8, words); pv1 = ld_v(kvb, 0u, t + 128u, nk, d8, words); }
+        if (iters > 2u) { pk2 = ld_k(kvb, 0u, t + 256u, nk, d8, words); pv2 = ld_v(kvb, 0u, t + 256u, nk, d8, words); }
+        if (iters > 3u) { pk3 = ld_k(kvb, 0u, t + 384u, nk, d8, words); pv3 = ld_v(kvb, 0u, t + 384u, nk, d8, words); }
     }
     for (var j0 = 0u; j0 < kv_end; j0 += BC) {
         // 1. Stage K and V (the previous block must be consumed first).
         workgroupBarrier();
         if (PREFETCH == 0u) {
-            fetch(kvb, j0, t, nk, d8, words, &pk, &pv);
+            pk0 = ld_k(kvb, j0, t, nk, d8, words); pv0 = ld_v(kvb, j0, t, nk, d8, words);
+            if (iters > 1u) { pk1 = ld_k(kvb, j0, t + 128u, nk, d8, words); pv1 = ld_v(kvb, j0, t + 128u, nk, d8, words); }
+            if (iters > 2u) { pk2 = ld_k(kvb, j0, t + 256u, nk, d8, words); pv2 = ld_v(kvb, j0, t + 256u, nk, d8, words); }
+            if (iters > 3u) { pk3 = ld_k(kvb, j0, t + 384u, nk, d8, words); pv3 = ld_v(kvb, j0, t + 384u, nk, d8, words); }
         }
-        for (var w = 0u; w < MAX_LD; w++) {
-            if (t + 128u * w < words) {
-                stage(t + 128u * w, d8, pk[w], pv[w]);
-            }
-        }
+        stage(t, d8, words, pk0, pv0);
+        if (iters > 1u) { stage(t + 128u, d8, words, pk1, pv1); }
+        if (iters > 2u) { stage(t + 256u, d8, words, pk2, pv2); }
+        if (iters > 3u) { stage(t + 384u, d8, words, pk3, pv3); }
         workgroupBarrier();
         let jn = j0 + BC;
         if (PREFETCH != 0u && jn < kv_end) {
-            fetch(kvb, jn, t, nk, d8, words, &pk, &pv);
+            pk0 = ld_k(kvb, jn, t, nk, d8, words); pv0 = ld_v(kvb, jn, t, nk, d8, words);
+            if (iters > 1u) { pk1 = ld_k(kvb, jn, t + 128u, nk, d8, words); pv1 = ld_v(kvb, jn, t + 128u, nk, d8, words); }
+            if (iters > 2u) { pk2 = ld_k(kvb, jn, t + 256u, nk, d8, words); pv2 = ld_v(kvb, jn, t + 256u, nk, d8, words); }
+            if (iters > 3u) { pk3 = ld_k(kvb, jn, t + 384u, nk, d8, words); pv3 = ld_v(kvb, jn, t + 384u, nk, d8, words); }
         }
         if (causal && i32(j0) > i32(r0 + 15u) + params.causal_off) {
             continue;  // every key of the block is above this subgroup's rows
         }
 
-        // 2. S = Q Kᵀ in chunks of KCH keys through sf; in chunk ch the lane reads keys
-        //    j0 + KCH ch + c + half + 2e (c = 0, 8, ..; e = 0..3) into x[XPC ch + c / 8].
+        // 2. S = Q Kᵀ in chunks of 32 keys (one of 16 when BC = 16) through sf; the lane reads
+        //    keys j0 + 32h + c + half + 2e (c = 0, 8, 16, 24; e = 0..3) into x<4h + c / 8>.
         let kb = j0 + half;
-        var x: array<vec4<f32>, MAX_X>;
-        for (var ch = 0u; ch < BC / KCH; ch++) {
-            if (ch > 0u) {
-                subgroupBarrier();  // every lane has read the previous chunk
-            }
-            s_chunk(ch, fb, &qa, zero);
+        var x0 = vec4<f32>(ninf); var x1 = vec4<f32>(ninf); var x2 = vec4<f32>(ninf); var x3 = vec4<f32>(ninf);
+        var x4 = vec4<f32>(ninf); var x5 = vec4<f32>(ninf); var x6 = vec4<f32>(ninf); var x7 = vec4<f32>(ninf);
+        s_tiles(0u, fb, zero);
+        subgroupBarrier();
+        x0 = masked(ld_s(fb, half, row, 0u) * qscale, head, i, kb, 2u, nk, causal, ninf);
+        x1 = masked(ld_s(fb, half, row, 8u) * qscale, head, i, kb + 8u, 2u, nk, causal, ninf);
+        if (BC >= 32u) {
+            x2 = masked(ld_s(fb, half, row, 16u) * qscale, head, i, kb + 16u, 2u, nk, causal, ninf);
+            x3 = masked(ld_s(fb, half, row, 24u) * qscale, head, i, kb + 24u, 2u, nk, causal, ninf);
+        }
+        if (BC == 64u) {
             subgroupBarrier();
-            for (var c = 0u; c < XPC; c++) {
-                let kc = ch * KCH + 8u * c;
-                x[ch * XPC + c] = masked(ld_s(fb, half, row, 8u * c) * qscale, head, i, kb + kc, 2u,
-                                         nk, causal, ninf);
-            }
+            s_tiles(1u, fb, zero);
+            subgroupBarrier();
+            x4 = masked(ld_s(fb, half, row, 0u) * qscale, head, i, kb + 32u, 2u, nk, causal, ninf);
+            x5 = masked(ld_s(fb, half, row, 8u) * qscale, head, i, kb + 40u, 2u, nk, causal, ninf);
+            x6 = masked(ld_s(fb, half, row, 16u) * qscale, head, i, kb + 48u, 2u, nk, causal, ninf);
+            x7 = masked(ld_s(fb, half, row, 24u) * qscale, head, i, kb + 56u, 2u, nk, causal, ninf);
         }
-        var bm = ninf;
-        for (var c = 0u; c < BC / 8u; c++) {
-            bm = max(bm, max4(x[c]));
-        }
+        var bm = max(max(max(max4(x0), max4(x1)), max(max4(x2), max4(x3))),
+                     max(max(max4(x4), max4(x5)), max(max4(x6), max4(x7))));
         bm = max(bm, subgroupShuffleXor(bm, 16u));
 
         // 3. Lazy rescale. Rows whose block maximum exceeds the reference by more than TAU move
         //    it: alpha = exp2(m_old - m_new) (0 before the row's first allowed key). The P V
         //    accumulators, relative to the old m, are rescaled in place through sf (a matrix cannot
-        //    be scaled row by row), two tiles at a time, unless no row of the subgroup has
-        //    accumulated anything yet.
+        //    be scaled row by row), unless no row of the subgroup has accumulated anything yet.
         let need = bm > m + TAU;
         if (subgroupAny(need)) {
             let alpha = select(1.0, exp2(m - bm), need);
             if (subgroupAny(need && m > ninf)) {
-                for (var c = 0u; c < D16; c += 2u) {
-                    subgroupBarrier();  // every lane has read sf (scores, or the previous pair)
-                    coopStore(acc[c], &sf[fb], 16u);
-                    if (c + 1u < D16) {
-                        coopStore(acc[c + 1u], &sf[fb + 256u], 16u);
-                    }
-                    subgroupBarrier();
-                    scale_s(fb, half, row, alpha);
-                    subgroupBarrier();
-                    acc[c] = coopLoad<coop_mat16x16<f32, C>>(&sf[fb], 16u);
-                    if (c + 1u < D16) {
-                        acc[c + 1u] = coopLoad<coop_mat16x16<f32, C>>(&sf[fb + 256u], 16u);
-                    }
-                }
+                rescale_pair(0u, fb, half, row, alpha);
+                if (D16 > 2u) { rescale_pair(1u, fb, half, row, alpha); }
+                if (D16 > 4u) { rescale_pair(2u, fb, half, row, alpha); }
+                if (D16 > 6u) { rescale_pair(3u, fb, half, row, alpha); }
+                if (D16 > 8u) { rescale_pair(4u, fb, half, row, alpha); }
+                if (D16 > 10u) { rescale_pair(5u, fb, half, row, alpha); }
+                if (D16 > 12u) { rescale_pair(6u, fb, half, row, alpha); }
+                if (D16 > 14u) { rescale_pair(7u, fb, half, row, alpha); }
             }
             m = select(m, bm, need);
             l *= alpha;
@@ -197,32 +239,43 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
 
         // 4. P = exp2(S - m) (0 while the row has seen no allowed key), hi and lo parts.
         let live = m > ninf;
-        var ps = vec4<f32>(0.0);
-        for (var c = 0u; c < BC / 8u; c++) {
-            var p = select(vec4<f32>(0.0), exp2(x[c] - m), live);
-            ps += p;
-            // Dropout (philox.wgsl; dead code without it) after the row sum. This lane's keys
-            // are kb + 8c + 2e; the 4 lanes of a row quad share the Philox calls (drop_quad).
-            if (DROPOUT) {
-                p *= drop_quad(head, i, kb + 8u * c, lane & 3u);
-            }
-            st_p(pb, half, row, 8u * c, p);
+        var p0 = select(vec4<f32>(0.0), exp2(x0 - m), live);
+        var p1 = select(vec4<f32>(0.0), exp2(x1 - m), live);
+        var p2 = select(vec4<f32>(0.0), exp2(x2 - m), live);
+        var p3 = select(vec4<f32>(0.0), exp2(x3 - m), live);
+        var p4 = select(vec4<f32>(0.0), exp2(x4 - m), live);
+        var p5 = select(vec4<f32>(0.0), exp2(x5 - m), live);
+        var p6 = select(vec4<f32>(0.0), exp2(x6 - m), live);
+        var p7 = select(vec4<f32>(0.0), exp2(x7 - m), live);
+        l += dot(p0 + p1 + p2 + p3 + p4 + p5 + p6 + p7, vec4<f32>(1.0));
+        // Dropout (philox.wgsl; dead code without it) after the row sum. This lane's keys are
+        // kb + 2c; the 4 lanes of a row quad share the Philox calls (drop_quad).
+        if (DROPOUT) {
+            let q = lane & 3u;
+            p0 *= drop_quad(head, i, kb, q);
+            p1 *= drop_quad(head, i, kb + 8u, q);
+            p2 *= drop_quad(head, i, kb + 16u, q);
+            p3 *= drop_quad(head, i, kb + 24u, q);
+            p4 *= drop_quad(head, i, kb + 32u, q);
+            p5 *= drop_quad(head, i, kb + 40u, q);
+            p6 *= drop_quad(head, i, kb + 48u, q);
+            p7 *= drop_quad(head, i, kb + 56u, q);
         }
-        l += dot(ps, vec4<f32>(1.0));
+        st_p(pb, half, row, 0u, p0);
+        st_p(pb, half, row, 8u, p1);
+        if (BC >= 32u) { st_p(pb, half, row, 16u, p2); }
+        if (BC >= 32u) { st_p(pb, half, row, 24u, p3); }
+        if (BC == 64u) { st_p(pb, half, row, 32u, p4); }
+        if (BC == 64u) { st_p(pb, half, row, 40u, p5); }
+        if (BC == 64u) { st_p(pb, half, row, 48u, p6); }
+        if (BC == 64u) { st_p(pb, half, row, 56u, p7); }
         subgroupBarrier();
 
         // 5. O += P V over the block's steps of 16 keys.
         for (var kk = 0u; kk < BC / 16u; kk++) {
             let ph = coopLoad<coop_mat16x16<f16, A>>(&sp[pb + kk * 256u], 16u);
             let pl = coopLoad<coop_mat16x16<f16, A>>(&sl[pb + kk * 256u], 16u);
-            let vp = kk * 16u * KP;
-            for (var c = 0u; c < D16; c++) {
-                let vb = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 16u * c], KP);
-                acc[c] = coopMultiplyAdd(ph, vb, acc[c]);
-                if (LO != 0u) {
-                    acc[c] = coopMultiplyAdd(pl, vb, acc[c]);
-                }
-            }
+            pv_step(ph, pl, kk * 16u * KP);
         }
     }
 
@@ -231,56 +284,133 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     let lsum = l + subgroupShuffleXor(l, 16u);
     let inv = select(0.0, 1.0 / lsum, lsum > 0.0);
     let ob = base + i * d;
-    for (var c = 0u; c < D16; c += 2u) {
-        subgroupBarrier();
-        coopStore(acc[c], &sf[fb], 16u);
-        if (c + 1u < D16) {
-            coopStore(acc[c + 1u], &sf[fb + 256u], 16u);
-        }
-        subgroupBarrier();
-        if (i < n) {
-            for (var e = 0u; e < 4u; e++) {
-                st_o(ob, d, half, 16u * c + 8u * e, ld_s(fb, half, row, 8u * e) * inv);
-            }
-        }
-    }
+    out_pair(0u, fb, ob, d, half, row, i < n, inv);
+    if (D16 > 2u) { out_pair(1u, fb, ob, d, half, row, i < n, inv); }
+    if (D16 > 4u) { out_pair(2u, fb, ob, d, half, row, i < n, inv); }
+    if (D16 > 6u) { out_pair(3u, fb, ob, d, half, row, i < n, inv); }
+    if (D16 > 8u) { out_pair(4u, fb, ob, d, half, row, i < n, inv); }
+    if (D16 > 10u) { out_pair(5u, fb, ob, d, half, row, i < n, inv); }
+    if (D16 > 12u) { out_pair(6u, fb, ob, d, half, row, i < n, inv); }
+    if (D16 > 14u) { out_pair(7u, fb, ob, d, half, row, i < n, inv); }
 }
 
-// Chunk ch of the block's scores for this subgroup (keys KCH ch .. + KCH - 1): KCH / 16 tiles of
-// 16 keys, stored column-major to sf ([key][row]).
-fn s_chunk(ch: u32, fb: u32, qa: ptr<function, array<coop_mat16x16<f16, A>, MAX_TILES>>,
-           zero: coop_mat16x16<f32, C>) {
-    for (var nt = 0u; nt < KCH / 16u; nt++) {
-        let kp = (ch * KCH + nt * 16u) * KP;
-        var s = zero;
-        for (var c = 0u; c < D16; c++) {
-            s = coopMultiplyAdd((*qa)[c], coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 16u * c], KP), s);
-        }
+// Tiles h*2 .. h*2+1 of the block's scores for this subgroup (keys 32h .. 32h+31; one tile of 16
+// keys when BC = 16), stored column-major to sf ([key][row]).
+fn s_tiles(h: u32, fb: u32, zero: coop_mat16x16<f32, C>) {
+    for (var nt = 0u; nt < min(BC / 16u, 2u); nt++) {
+        let kp = (h * 32u + nt * 16u) * KP;
+        var s = coopMultiplyAdd(qa0, coopLoad<coop_mat16x16<f16, B>>(&ks[kp], KP), zero);
+        if (D16 > 1u) { s = coopMultiplyAdd(qa1, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 16u], KP), s); }
+        if (D16 > 2u) { s = coopMultiplyAdd(qa2, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 32u], KP), s); }
+        if (D16 > 3u) { s = coopMultiplyAdd(qa3, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 48u], KP), s); }
+        if (D16 > 4u) { s = coopMultiplyAdd(qa4, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 64u], KP), s); }
+        if (D16 > 5u) { s = coopMultiplyAdd(qa5, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 80u], KP), s); }
+        if (D16 > 6u) { s = coopMultiplyAdd(qa6, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 96u], KP), s); }
+        if (D16 > 7u) { s = coopMultiplyAdd(qa7, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 112u], KP), s); }
+        if (D16 > 8u) { s = coopMultiplyAdd(qa8, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 128u], KP), s); }
+        if (D16 > 9u) { s = coopMultiplyAdd(qa9, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 144u], KP), s); }
+        if (D16 > 10u) { s = coopMultiplyAdd(qa10, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 160u], KP), s); }
+        if (D16 > 11u) { s = coopMultiplyAdd(qa11, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 176u], KP), s); }
+        if (D16 > 12u) { s = coopMultiplyAdd(qa12, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 192u], KP), s); }
+        if (D16 > 13u) { s = coopMultiplyAdd(qa13, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 208u], KP), s); }
+        if (D16 > 14u) { s = coopMultiplyAdd(qa14, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 224u], KP), s); }
+        if (D16 > 15u) { s = coopMultiplyAdd(qa15, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 240u], KP), s); }
         coopStore(s, &sf[fb + nt * 256u], 16u);
     }
 }
 
-// This thread's words of key block j0: word e = t + 128w of the block is 8 halves at key e / d8,
-// column 8 (e % d8) of K and of V; 0 past the M keys.
-fn fetch(kvb: u32, j0: u32, t: u32, nk: u32, d8: u32, words: u32,
-         pk: ptr<function, array<vec4<u32>, MAX_LD>>, pv: ptr<function, array<vec4<u32>, MAX_LD>>) {
-    for (var w = 0u; w < MAX_LD; w++) {
-        let e = t + 128u * w;
-        if (e < words) {
-            var kx = vec4<u32>(0u);
-            var vx = vec4<u32>(0u);
-            if (j0 + e / d8 < nk) {
-                kx = k[kvb + j0 * d8 + e];
-                vx = v[kvb + j0 * d8 + e];
-            }
-            (*pk)[w] = kx;
-            (*pv)[w] = vx;
-        }
+// acc<c> += P V for the 16 keys whose staged V rows start at vp (P as hi + lo with LO).
+fn pv_step(ph: coop_mat16x16<f16, A>, pl: coop_mat16x16<f16, A>, vp: u32) {
+    let vb0 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 0u], KP); acc0 = coopMultiplyAdd(ph, vb0, acc0); if (LO != 0u) { acc0 = coopMultiplyAdd(pl, vb0, acc0); }
+    if (D16 > 1u) { let vb1 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 16u], KP); acc1 = coopMultiplyAdd(ph, vb1, acc1); if (LO != 0u) { acc1 = coopMultiplyAdd(pl, vb1, acc1); } }
+    if (D16 > 2u) { let vb2 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 32u], KP); acc2 = coopMultiplyAdd(ph, vb2, acc2); if (LO != 0u) { acc2 = coopMultiplyAdd(pl, vb2, acc2); } }
+    if (D16 > 3u) { let vb3 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 48u], KP); acc3 = coopMultiplyAdd(ph, vb3, acc3); if (LO != 0u) { acc3 = coopMultiplyAdd(pl, vb3, acc3); } }
+    if (D16 > 4u) { let vb4 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 64u], KP); acc4 = coopMultiplyAdd(ph, vb4, acc4); if (LO != 0u) { acc4 = coopMultiplyAdd(pl, vb4, acc4); } }
+    if (D16 > 5u) { let vb5 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 80u], KP); acc5 = coopMultiplyAdd(ph, vb5, acc5); if (LO != 0u) { acc5 = coopMultiplyAdd(pl, vb5, acc5); } }
+    if (D16 > 6u) { let vb6 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 96u], KP); acc6 = coopMultiplyAdd(ph, vb6, acc6); if (LO != 0u) { acc6 = coopMultiplyAdd(pl, vb6, acc6); } }
+    if (D16 > 7u) { let vb7 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 112u], KP); acc7 = coopMultiplyAdd(ph, vb7, acc7); if (LO != 0u) { acc7 = coopMultiplyAdd(pl, vb7, acc7); } }
+    if (D16 > 8u) { let vb8 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 128u], KP); acc8 = coopMultiplyAdd(ph, vb8, acc8); if (LO != 0u) { acc8 = coopMultiplyAdd(pl, vb8, acc8); } }
+    if (D16 > 9u) { let vb9 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 144u], KP); acc9 = coopMultiplyAdd(ph, vb9, acc9); if (LO != 0u) { acc9 = coopMultiplyAdd(pl, vb9, acc9); } }
+    if (D16 > 10u) { let vb10 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 160u], KP); acc10 = coopMultiplyAdd(ph, vb10, acc10); if (LO != 0u) { acc10 = coopMultiplyAdd(pl, vb10, acc10); } }
+    if (D16 > 11u) { let vb11 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 176u], KP); acc11 = coopMultiplyAdd(ph, vb11, acc11); if (LO != 0u) { acc11 = coopMultiplyAdd(pl, vb11, acc11); } }
+    if (D16 > 12u) { let vb12 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 192u], KP); acc12 = coopMultiplyAdd(ph, vb12, acc12); if (LO != 0u) { acc12 = coopMultiplyAdd(pl, vb12, acc12); } }
+    if (D16 > 13u) { let vb13 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 208u], KP); acc13 = coopMultiplyAdd(ph, vb13, acc13); if (LO != 0u) { acc13 = coopMultiplyAdd(pl, vb13, acc13); } }
+    if (D16 > 14u) { let vb14 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 224u], KP); acc14 = coopMultiplyAdd(ph, vb14, acc14); if (LO != 0u) { acc14 = coopMultiplyAdd(pl, vb14, acc14); } }
+    if (D16 > 15u) { let vb15 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 240u], KP); acc15 = coopMultiplyAdd(ph, vb15, acc15); if (LO != 0u) { acc15 = coopMultiplyAdd(pl, vb15, acc15); } }
+}
+
+// Accumulators 2p and 2p + 1 (the second only where D16 has it) to sf, and back.
+fn store_pair(p: u32, fb: u32) {
+    switch p {
+        case 0u: { coopStore(acc0, &sf[fb], 16u); if (D16 > 1u) { coopStore(acc1, &sf[fb + 256u], 16u); } }
+        case 1u: { coopStore(acc2, &sf[fb], 16u); if (D16 > 3u) { coopStore(acc3, &sf[fb + 256u], 16u); } }
+        case 2u: { coopStore(acc4, &sf[fb], 16u); if (D16 > 5u) { coopStore(acc5, &sf[fb + 256u], 16u); } }
+        case 3u: { coopStore(acc6, &sf[fb], 16u); if (D16 > 7u) { coopStore(acc7, &sf[fb + 256u], 16u); } }
+        case 4u: { coopStore(acc8, &sf[fb], 16u); if (D16 > 9u) { coopStore(acc9, &sf[fb + 256u], 16u); } }
+        case 5u: { coopStore(acc10, &sf[fb], 16u); if (D16 > 11u) { coopStore(acc11, &sf[fb + 256u], 16u); } }
+        case 6u: { coopStore(acc12, &sf[fb], 16u); if (D16 > 13u) { coopStore(acc13, &sf[fb + 256u], 16u); } }
+        default: { coopStore(acc14, &sf[fb], 16u); coopStore(acc15, &sf[fb + 256u], 16u); }
     }
 }
 
-// Writes element e of K and V into ks and vs ([key][KP]).
-fn stage(e: u32, d8: u32, kx: vec4<u32>, vx: vec4<u32>) {
+fn load_pair(p: u32, fb: u32) {
+    switch p {
+        case 0u: { acc0 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb], 16u); if (D16 > 1u) { acc1 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb + 256u], 16u); } }
+        case 1u: { acc2 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb], 16u); if (D16 > 3u) { acc3 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb + 256u], 16u); } }
+        case 2u: { acc4 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb], 16u); if (D16 > 5u) { acc5 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb + 256u], 16u); } }
+        case 3u: { acc6 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb], 16u); if (D16 > 7u) { acc7 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb + 256u], 16u); } }
+        case 4u: { acc8 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb], 16u); if (D16 > 9u) { acc9 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb + 256u], 16u); } }
+        case 5u: { acc10 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb], 16u); if (D16 > 11u) { acc11 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb + 256u], 16u); } }
+        case 6u: { acc12 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb], 16u); if (D16 > 13u) { acc13 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb + 256u], 16u); } }
+        default: { acc14 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb], 16u); acc15 = coopLoad<coop_mat16x16<f32, C>>(&sf[fb + 256u], 16u); }
+    }
+}
+
+// The lazy rescale of accumulators 2p, 2p + 1 by the row factor a, through sf.
+fn rescale_pair(p: u32, fb: u32, half: u32, row: u32, a: f32) {
+    subgroupBarrier();  // every lane has read sf (its scores, or the previous pair)
+    store_pair(p, fb);
+    subgroupBarrier();
+    scale_s(fb, half, row, a);
+    subgroupBarrier();
+    load_pair(p, fb);
+}
+
+// Output columns 32p .. 32p + 31 of row i (accumulators 2p, 2p + 1) divided by the row sum.
+fn out_pair(p: u32, fb: u32, ob: u32, d: u32, half: u32, row: u32, live: bool, inv: f32) {
+    subgroupBarrier();
+    store_pair(p, fb);
+    subgroupBarrier();
+    if (live) {
+        st_o(ob, d, half, 32u * p, ld_s(fb, half, row, 0u) * inv);
+        st_o(ob, d, half, 32u * p + 8u, ld_s(fb, half, row, 8u) * inv);
+        st_o(ob, d, half, 32u * p + 16u, ld_s(fb, half, row, 16u) * inv);
+        st_o(ob, d, half, 32u * p + 24u, ld_s(fb, half, row, 24u) * inv);
+    }
+}
+
+// Element e of this block's K (or V) rows: 8 halves at row e / d8, column 8 (e % d8); 0 past the
+// M keys and past the block's `words` elements.
+fn ld_k(kvb: u32, j0: u32, e: u32, n: u32, d8: u32, words: u32) -> vec4<u32> {
+    if (e >= words || j0 + e / d8 >= n) {
+        return vec4<u32>(0u);
+    }
+    return k[kvb + j0 * d8 + e];
+}
+
+fn ld_v(kvb: u32, j0: u32, e: u32, n: u32, d8: u32, words: u32) -> vec4<u32> {
+    if (e >= words || j0 + e / d8 >= n) {
+        return vec4<u32>(0u);
+    }
+    return v[kvb + j0 * d8 + e];
+}
+
+// Writes element e of K and V into ks and vs ([key][KP]), if the block has it.
+fn stage(e: u32, d8: u32, words: u32, kx: vec4<u32>, vx: vec4<u32>) {
+    if (e >= words) {
+        return;
+    }
+
     let a = (e / d8) * KP + (e % d8) * 8u;
     let k01 = vec2<f16>(unpack2x16float(kx.x)); let k23 = vec2<f16>(unpack2x16float(kx.y));
     let k45 = vec2<f16>(unpack2x16float(kx.z)); let k67 = vec2<f16>(unpack2x16float(kx.w));

@@ -15,15 +15,13 @@ pub const STORAGE: u64 = crate::tile::COOP_STORAGE;
 /// The largest head dimension the kernel takes (16 tiles of 16 columns a row).
 pub const MAX_HEAD_DIM: u32 = 256;
 
-/// Keys per block for head dimension `d`: the largest of 64, 32, 16 whose staged K and V, P and
-/// S chunks fit 48 KiB of workgroup storage (`TileConfig::storage_bytes`: 43008, 33792 and
-/// 29184 bytes at D = 64, 128 and 256).
-pub fn block_keys(d: u32) -> u32 {
-    match d {
-        0..=64 => 64,
-        65..=128 => 32,
-        _ => 16,
-    }
+/// Keys per block: 16 at every D (a single 16 x 16 score tile per subgroup and block; the kernel
+/// takes 32 and 64 too). Measured on the H200 in one lease (results/h200/2026-12-04-v26-coop-wide,
+/// B8 H16 N1024 causal f16): at D = 64, 16 keys 331.4 µs, 32 keys 419.3, 64 keys 344.9 (N = 4096:
+/// 3794.8 / 4675.0 / 3837.1); at D = 128, 16 keys 450.8 against 32 keys 503.5. Smaller blocks
+/// leave more workgroups resident (16896 bytes of workgroup storage at D = 64 against 43008).
+pub fn block_keys(_d: u32) -> u32 {
+    16
 }
 
 /// Rows (of Q) and keys (of K and V) past N that tiled_coop.wgsl's cooperative loads may read: the
