@@ -7,15 +7,14 @@ enable wgpu_cooperative_matrix;
 diagnostic(off, derivative_uniformity);
 //
 // A workgroup of 128 threads (four 32-wide subgroups) owns BR = 64 query rows; subgroup g owns
-// rows 16g .. 16g+15. Per key block of BC keys (64 for D <= 64, 32 for D <= 128, 16 for D <= 256:
-// what fits K and V of the block in workgroup memory):
+// rows 16g .. 16g+15. Per key block of BC = 16 keys:
 //   1. all threads stage K and V of the block in workgroup memory (16-byte loads, rows padded to
 //      D + 8 halves so that the matrix loads are free of bank conflicts); with PREFETCH the next
 //      block's loads are issued before this block is computed and land in registers meanwhile;
-//   2. subgroup g computes S = Q Kᵀ for its 16 rows in chunks of 32 keys (16 when BC = 16): a
-//      tile of 16 x 16 per 16 keys, D/16 steps each (Q is held in registers as D/16 A matrices),
-//      stored column-major to `sf` ([key][row]); lane (row = lane % 16, half = lane / 16) reads
-//      the scores of its row at keys 2c + half: BC/2 scores a block, no bank conflicts;
+//   2. subgroup g computes its 16 x 16 tile of S = Q Kᵀ in D/16 steps (Q is held in registers as
+//      D/16 A matrices) and stores it column-major to `sf` ([key][row]); lane (row = lane % 16,
+//      half = lane / 16) reads the scores of its row at keys 2c + half: 8 scores a block, no bank
+//      conflicts;
 //   3. lazy rescaling (FlashAttention-4's trick): the row keeps a reference maximum m and
 //      P = exp2(S - m) is used as it is while the block's maximum exceeds m by at most TAU (in base
 //      2: P <= 2^TAU, well inside f16's range). Only when some row of the subgroup needs a larger m
@@ -27,16 +26,15 @@ diagnostic(off, derivative_uniformity);
 //      `sl`: P in one f16 keeps 11 bits, an error the f16 tolerance (inputs exact in f16,
 //      everything else f32) does not allow; hi + lo keeps ~22;
 //   5. accumulates P V as hi V + lo V into the same accumulators.
-// D/16 (`D16`) and BC are pipeline constants. The D/16 Q matrices and P V accumulators are named
-// private variables (qa0.., acc0..) with every use behind a test of D16 that the constant folds:
-// the same registers at D = 64 as the kernel had before it took wider heads (arrays of matrices
-// indexed in loops were 10-20 % slower on the H200: results/h200/2026-12-04-v26-coop-wide).
+// D/16 (`D16`, 1 .. 16: D up to 256) is a pipeline constant. The D/16 Q matrices and P V
+// accumulators are named private variables (qa0.., acc0..) with every use behind a test of D16
+// that the constant folds, so that they stay in registers: arrays of matrices indexed in loops
+// were 44 % slower on the H200 (results/h200/2026-12-04-v26-coop-wide).
 // Cooperative loads: `coopLoadT` reads row-major, `coopLoad` column-major; Kᵀ is K read
 // column-major. The host checks D % 16 == 0, D <= 256 and 32-wide subgroups, and pads Q by 64 rows
 // (Q is read straight from device memory; rows past N are never written back).
-// Workgroup storage: K and V 2 x BC x (D + 8) f16, P hi and lo 2 x 4 x BC x 16 f16, sf
-// 4 x 32 x 16 f32 (8 KiB): 43008 bytes at D = 64 (BC = 64), 33792 at D = 128 (BC = 32), 29184 at
-// D = 256 (BC = 16).
+// Workgroup storage: K and V 2 x 16 x (D + 8) f16, P hi and lo 2 x 4 x 16 x 16 f16, sf
+// 4 x 32 x 16 f32 (8 KiB): 16896 bytes at D = 64, 20992 at D = 128, 29184 at D = 256.
 
 @group(0) @binding(1) var<storage, read> q: array<st>;
 @group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;  // 8 halves per element
@@ -47,9 +45,9 @@ const BR: u32 = 64u;   // rows per workgroup: 16 per subgroup
 const LOG2E: f32 = 1.4426950408889634;
 // D / 16: the 16-column tiles of a row of Q, K, V and O (1 .. 16, D up to 256), set by the host.
 override D16: u32 = 4u;
-// Keys per block: 64 for D <= 64, 32 for D <= 128, 16 for D <= 256 (what fits the staged K and
-// V in workgroup memory; the host chooses, see src/kernels/tiled_coop.rs).
-override BC: u32 = 64u;
+// Keys per block: one 16 x 16 tile of scores per subgroup. (Blocks of 32 and 64 keys were slower
+// on the H200 at D = 64 and 128: src/kernels/tiled_coop.rs has the figures.)
+const BC: u32 = 16u;
 // How P enters P V: 0: P in one f16, as FlashAttention does (11 bits: within PyTorch's rule, the
 // host's default; fails `--tolerance strict`); 2: P = hi + lo f16 parts (lo an f16 subnormal for small P), both products into the same
 // accumulators. (1, lo scaled by 2^12 into a second set of accumulators, was measured slower on the
@@ -64,9 +62,9 @@ override KP: u32 = D16 * 16u + 8u;  // row pitch (halves) of the staged K and V
 
 var<workgroup> ks: array<f16, BC * KP>;  // [BC keys][KP]
 var<workgroup> vs: array<f16, BC * KP>;  // [BC keys][KP]
-var<workgroup> sp: array<f16, 64u * BC>; // per subgroup [BC keys][16 rows]: P rounded to f16
-var<workgroup> sl: array<f16, 64u * BC>; // per subgroup [BC keys][16 rows]: the low part (LO)
-var<workgroup> sf: array<f32, 2048>;     // per subgroup [32][16]: 2 tiles of S, or of O
+var<workgroup> sp: array<f16, 1024>;  // per subgroup [16 keys][16 rows]: P rounded to f16
+var<workgroup> sl: array<f16, 1024>;  // per subgroup [16 keys][16 rows]: the low part (LO)
+var<workgroup> sf: array<f32, 2048>;  // per subgroup [32][16]: a tile of S, or 2 tiles of O
 
 // This subgroup's 16 rows of Q (qa<c>: columns 16c .. 16c+15) and its P V accumulators (acc<c>).
 
@@ -120,12 +118,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     let i = r0 + row;
     let d8 = d / 8u;         // 16-byte elements of k and v per row
     let words = BC * d8;     // of them per block
-    let iters = (words + 127u) / 128u;  // per thread per block (at most 4)
+    let iters = (words + 127u) / 128u;  // per thread per block: D / 64 rounded up (at most 4)
     let causal = params.causal != 0u;
     let ninf = neg_inf();
     let qscale = params.scale * LOG2E;
     let fb = sg * 512u;      // this subgroup's part of sf
-    let pb = sg * BC * 16u;  // ... of sp and sl
+    let pb = sg * 256u;      // ... of sp and sl
 
     for (var e = lane; e < 256u; e += 32u) {
         sf[fb + e] = 0.0;
@@ -190,30 +188,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
             continue;  // every key of the block is above this subgroup's rows
         }
 
-        // 2. S = Q Kᵀ in chunks of 32 keys (one of 16 when BC = 16) through sf; the lane reads
-        //    keys j0 + 32h + c + half + 2e (c = 0, 8, 16, 24; e = 0..3) into x<4h + c / 8>.
-        let kb = j0 + half;
-        var x0 = vec4<f32>(ninf); var x1 = vec4<f32>(ninf); var x2 = vec4<f32>(ninf); var x3 = vec4<f32>(ninf);
-        var x4 = vec4<f32>(ninf); var x5 = vec4<f32>(ninf); var x6 = vec4<f32>(ninf); var x7 = vec4<f32>(ninf);
-        s_tiles(0u, fb, zero);
+        // 2. S = Q Kᵀ, one 16 x 16 tile, through sf; lane (row, half) reads keys
+        //    j0 + c + half + 2e (c = 0, 8; e = 0..3) of its row into x0 (c = 0) and x1 (c = 8).
+        s_tile(fb, zero);
         subgroupBarrier();
-        x0 = masked(ld_s(fb, half, row, 0u) * qscale, head, i, kb, 2u, nk, causal, ninf);
-        x1 = masked(ld_s(fb, half, row, 8u) * qscale, head, i, kb + 8u, 2u, nk, causal, ninf);
-        if (BC >= 32u) {
-            x2 = masked(ld_s(fb, half, row, 16u) * qscale, head, i, kb + 16u, 2u, nk, causal, ninf);
-            x3 = masked(ld_s(fb, half, row, 24u) * qscale, head, i, kb + 24u, 2u, nk, causal, ninf);
-        }
-        if (BC == 64u) {
-            subgroupBarrier();
-            s_tiles(1u, fb, zero);
-            subgroupBarrier();
-            x4 = masked(ld_s(fb, half, row, 0u) * qscale, head, i, kb + 32u, 2u, nk, causal, ninf);
-            x5 = masked(ld_s(fb, half, row, 8u) * qscale, head, i, kb + 40u, 2u, nk, causal, ninf);
-            x6 = masked(ld_s(fb, half, row, 16u) * qscale, head, i, kb + 48u, 2u, nk, causal, ninf);
-            x7 = masked(ld_s(fb, half, row, 24u) * qscale, head, i, kb + 56u, 2u, nk, causal, ninf);
-        }
-        var bm = max(max(max(max4(x0), max4(x1)), max(max4(x2), max4(x3))),
-                     max(max(max4(x4), max4(x5)), max(max4(x6), max4(x7))));
+        let kb = j0 + half;
+        let x0 = masked(ld_s(fb, half, row, 0u) * qscale, head, i, kb, 2u, nk, causal, ninf);
+        let x1 = masked(ld_s(fb, half, row, 8u) * qscale, head, i, kb + 8u, 2u, nk, causal, ninf);
+        var bm = max(max4(x0), max4(x1));
         bm = max(bm, subgroupShuffleXor(bm, 16u));
 
         // 3. Lazy rescale. Rows whose block maximum exceeds the reference by more than TAU move
@@ -241,42 +223,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
         let live = m > ninf;
         var p0 = select(vec4<f32>(0.0), exp2(x0 - m), live);
         var p1 = select(vec4<f32>(0.0), exp2(x1 - m), live);
-        var p2 = select(vec4<f32>(0.0), exp2(x2 - m), live);
-        var p3 = select(vec4<f32>(0.0), exp2(x3 - m), live);
-        var p4 = select(vec4<f32>(0.0), exp2(x4 - m), live);
-        var p5 = select(vec4<f32>(0.0), exp2(x5 - m), live);
-        var p6 = select(vec4<f32>(0.0), exp2(x6 - m), live);
-        var p7 = select(vec4<f32>(0.0), exp2(x7 - m), live);
-        l += dot(p0 + p1 + p2 + p3 + p4 + p5 + p6 + p7, vec4<f32>(1.0));
+        l += dot(p0 + p1, vec4<f32>(1.0));
         // Dropout (philox.wgsl; dead code without it) after the row sum. This lane's keys are
-        // kb + 2c; the 4 lanes of a row quad share the Philox calls (drop_quad).
+        // kb + 2e and kb + 8 + 2e; the 4 lanes of a row quad share the Philox calls (drop_quad).
         if (DROPOUT) {
-            let q = lane & 3u;
-            p0 *= drop_quad(head, i, kb, q);
-            p1 *= drop_quad(head, i, kb + 8u, q);
-            p2 *= drop_quad(head, i, kb + 16u, q);
-            p3 *= drop_quad(head, i, kb + 24u, q);
-            p4 *= drop_quad(head, i, kb + 32u, q);
-            p5 *= drop_quad(head, i, kb + 40u, q);
-            p6 *= drop_quad(head, i, kb + 48u, q);
-            p7 *= drop_quad(head, i, kb + 56u, q);
+            p0 *= drop_quad(head, i, kb, lane & 3u);
+            p1 *= drop_quad(head, i, kb + 8u, lane & 3u);
         }
         st_p(pb, half, row, 0u, p0);
         st_p(pb, half, row, 8u, p1);
-        if (BC >= 32u) { st_p(pb, half, row, 16u, p2); }
-        if (BC >= 32u) { st_p(pb, half, row, 24u, p3); }
-        if (BC == 64u) { st_p(pb, half, row, 32u, p4); }
-        if (BC == 64u) { st_p(pb, half, row, 40u, p5); }
-        if (BC == 64u) { st_p(pb, half, row, 48u, p6); }
-        if (BC == 64u) { st_p(pb, half, row, 56u, p7); }
         subgroupBarrier();
 
-        // 5. O += P V over the block's steps of 16 keys.
-        for (var kk = 0u; kk < BC / 16u; kk++) {
-            let ph = coopLoad<coop_mat16x16<f16, A>>(&sp[pb + kk * 256u], 16u);
-            let pl = coopLoad<coop_mat16x16<f16, A>>(&sl[pb + kk * 256u], 16u);
-            pv_step(ph, pl, kk * 16u * KP);
-        }
+        // 5. O += P V over the block's 16 keys.
+        let ph = coopLoad<coop_mat16x16<f16, A>>(&sp[pb], 16u);
+        let pl = coopLoad<coop_mat16x16<f16, A>>(&sl[pb], 16u);
+        pv_step(ph, pl);
     }
 
     // O = accumulators / l, with the row's sum split over the two partner lanes; no allowed key
@@ -294,49 +255,45 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     if (D16 > 14u) { out_pair(7u, fb, ob, d, half, row, i < n, inv); }
 }
 
-// Tiles h*2 .. h*2+1 of the block's scores for this subgroup (keys 32h .. 32h+31; one tile of 16
-// keys when BC = 16), stored column-major to sf ([key][row]).
-fn s_tiles(h: u32, fb: u32, zero: coop_mat16x16<f32, C>) {
-    for (var nt = 0u; nt < min(BC / 16u, 2u); nt++) {
-        let kp = (h * 32u + nt * 16u) * KP;
-        var s = coopMultiplyAdd(qa0, coopLoad<coop_mat16x16<f16, B>>(&ks[kp], KP), zero);
-        if (D16 > 1u) { s = coopMultiplyAdd(qa1, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 16u], KP), s); }
-        if (D16 > 2u) { s = coopMultiplyAdd(qa2, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 32u], KP), s); }
-        if (D16 > 3u) { s = coopMultiplyAdd(qa3, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 48u], KP), s); }
-        if (D16 > 4u) { s = coopMultiplyAdd(qa4, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 64u], KP), s); }
-        if (D16 > 5u) { s = coopMultiplyAdd(qa5, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 80u], KP), s); }
-        if (D16 > 6u) { s = coopMultiplyAdd(qa6, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 96u], KP), s); }
-        if (D16 > 7u) { s = coopMultiplyAdd(qa7, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 112u], KP), s); }
-        if (D16 > 8u) { s = coopMultiplyAdd(qa8, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 128u], KP), s); }
-        if (D16 > 9u) { s = coopMultiplyAdd(qa9, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 144u], KP), s); }
-        if (D16 > 10u) { s = coopMultiplyAdd(qa10, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 160u], KP), s); }
-        if (D16 > 11u) { s = coopMultiplyAdd(qa11, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 176u], KP), s); }
-        if (D16 > 12u) { s = coopMultiplyAdd(qa12, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 192u], KP), s); }
-        if (D16 > 13u) { s = coopMultiplyAdd(qa13, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 208u], KP), s); }
-        if (D16 > 14u) { s = coopMultiplyAdd(qa14, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 224u], KP), s); }
-        if (D16 > 15u) { s = coopMultiplyAdd(qa15, coopLoad<coop_mat16x16<f16, B>>(&ks[kp + 240u], KP), s); }
-        coopStore(s, &sf[fb + nt * 256u], 16u);
-    }
+// The block's 16 x 16 tile of scores for this subgroup, stored column-major to sf ([key][row]).
+fn s_tile(fb: u32, zero: coop_mat16x16<f32, C>) {
+    var s = coopMultiplyAdd(qa0, coopLoad<coop_mat16x16<f16, B>>(&ks[0], KP), zero);
+    if (D16 > 1u) { s = coopMultiplyAdd(qa1, coopLoad<coop_mat16x16<f16, B>>(&ks[16u], KP), s); }
+    if (D16 > 2u) { s = coopMultiplyAdd(qa2, coopLoad<coop_mat16x16<f16, B>>(&ks[32u], KP), s); }
+    if (D16 > 3u) { s = coopMultiplyAdd(qa3, coopLoad<coop_mat16x16<f16, B>>(&ks[48u], KP), s); }
+    if (D16 > 4u) { s = coopMultiplyAdd(qa4, coopLoad<coop_mat16x16<f16, B>>(&ks[64u], KP), s); }
+    if (D16 > 5u) { s = coopMultiplyAdd(qa5, coopLoad<coop_mat16x16<f16, B>>(&ks[80u], KP), s); }
+    if (D16 > 6u) { s = coopMultiplyAdd(qa6, coopLoad<coop_mat16x16<f16, B>>(&ks[96u], KP), s); }
+    if (D16 > 7u) { s = coopMultiplyAdd(qa7, coopLoad<coop_mat16x16<f16, B>>(&ks[112u], KP), s); }
+    if (D16 > 8u) { s = coopMultiplyAdd(qa8, coopLoad<coop_mat16x16<f16, B>>(&ks[128u], KP), s); }
+    if (D16 > 9u) { s = coopMultiplyAdd(qa9, coopLoad<coop_mat16x16<f16, B>>(&ks[144u], KP), s); }
+    if (D16 > 10u) { s = coopMultiplyAdd(qa10, coopLoad<coop_mat16x16<f16, B>>(&ks[160u], KP), s); }
+    if (D16 > 11u) { s = coopMultiplyAdd(qa11, coopLoad<coop_mat16x16<f16, B>>(&ks[176u], KP), s); }
+    if (D16 > 12u) { s = coopMultiplyAdd(qa12, coopLoad<coop_mat16x16<f16, B>>(&ks[192u], KP), s); }
+    if (D16 > 13u) { s = coopMultiplyAdd(qa13, coopLoad<coop_mat16x16<f16, B>>(&ks[208u], KP), s); }
+    if (D16 > 14u) { s = coopMultiplyAdd(qa14, coopLoad<coop_mat16x16<f16, B>>(&ks[224u], KP), s); }
+    if (D16 > 15u) { s = coopMultiplyAdd(qa15, coopLoad<coop_mat16x16<f16, B>>(&ks[240u], KP), s); }
+    coopStore(s, &sf[fb], 16u);
 }
 
-// acc<c> += P V for the 16 keys whose staged V rows start at vp (P as hi + lo with LO).
-fn pv_step(ph: coop_mat16x16<f16, A>, pl: coop_mat16x16<f16, A>, vp: u32) {
-    let vb0 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 0u], KP); acc0 = coopMultiplyAdd(ph, vb0, acc0); if (LO != 0u) { acc0 = coopMultiplyAdd(pl, vb0, acc0); }
-    if (D16 > 1u) { let vb1 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 16u], KP); acc1 = coopMultiplyAdd(ph, vb1, acc1); if (LO != 0u) { acc1 = coopMultiplyAdd(pl, vb1, acc1); } }
-    if (D16 > 2u) { let vb2 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 32u], KP); acc2 = coopMultiplyAdd(ph, vb2, acc2); if (LO != 0u) { acc2 = coopMultiplyAdd(pl, vb2, acc2); } }
-    if (D16 > 3u) { let vb3 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 48u], KP); acc3 = coopMultiplyAdd(ph, vb3, acc3); if (LO != 0u) { acc3 = coopMultiplyAdd(pl, vb3, acc3); } }
-    if (D16 > 4u) { let vb4 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 64u], KP); acc4 = coopMultiplyAdd(ph, vb4, acc4); if (LO != 0u) { acc4 = coopMultiplyAdd(pl, vb4, acc4); } }
-    if (D16 > 5u) { let vb5 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 80u], KP); acc5 = coopMultiplyAdd(ph, vb5, acc5); if (LO != 0u) { acc5 = coopMultiplyAdd(pl, vb5, acc5); } }
-    if (D16 > 6u) { let vb6 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 96u], KP); acc6 = coopMultiplyAdd(ph, vb6, acc6); if (LO != 0u) { acc6 = coopMultiplyAdd(pl, vb6, acc6); } }
-    if (D16 > 7u) { let vb7 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 112u], KP); acc7 = coopMultiplyAdd(ph, vb7, acc7); if (LO != 0u) { acc7 = coopMultiplyAdd(pl, vb7, acc7); } }
-    if (D16 > 8u) { let vb8 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 128u], KP); acc8 = coopMultiplyAdd(ph, vb8, acc8); if (LO != 0u) { acc8 = coopMultiplyAdd(pl, vb8, acc8); } }
-    if (D16 > 9u) { let vb9 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 144u], KP); acc9 = coopMultiplyAdd(ph, vb9, acc9); if (LO != 0u) { acc9 = coopMultiplyAdd(pl, vb9, acc9); } }
-    if (D16 > 10u) { let vb10 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 160u], KP); acc10 = coopMultiplyAdd(ph, vb10, acc10); if (LO != 0u) { acc10 = coopMultiplyAdd(pl, vb10, acc10); } }
-    if (D16 > 11u) { let vb11 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 176u], KP); acc11 = coopMultiplyAdd(ph, vb11, acc11); if (LO != 0u) { acc11 = coopMultiplyAdd(pl, vb11, acc11); } }
-    if (D16 > 12u) { let vb12 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 192u], KP); acc12 = coopMultiplyAdd(ph, vb12, acc12); if (LO != 0u) { acc12 = coopMultiplyAdd(pl, vb12, acc12); } }
-    if (D16 > 13u) { let vb13 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 208u], KP); acc13 = coopMultiplyAdd(ph, vb13, acc13); if (LO != 0u) { acc13 = coopMultiplyAdd(pl, vb13, acc13); } }
-    if (D16 > 14u) { let vb14 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 224u], KP); acc14 = coopMultiplyAdd(ph, vb14, acc14); if (LO != 0u) { acc14 = coopMultiplyAdd(pl, vb14, acc14); } }
-    if (D16 > 15u) { let vb15 = coopLoadT<coop_mat16x16<f16, B>>(&vs[vp + 240u], KP); acc15 = coopMultiplyAdd(ph, vb15, acc15); if (LO != 0u) { acc15 = coopMultiplyAdd(pl, vb15, acc15); } }
+// acc<c> += P V for the block's 16 staged V rows (P as hi + lo with LO).
+fn pv_step(ph: coop_mat16x16<f16, A>, pl: coop_mat16x16<f16, A>) {
+    let vb0 = coopLoadT<coop_mat16x16<f16, B>>(&vs[0u], KP); acc0 = coopMultiplyAdd(ph, vb0, acc0); if (LO != 0u) { acc0 = coopMultiplyAdd(pl, vb0, acc0); }
+    if (D16 > 1u) { let vb1 = coopLoadT<coop_mat16x16<f16, B>>(&vs[16u], KP); acc1 = coopMultiplyAdd(ph, vb1, acc1); if (LO != 0u) { acc1 = coopMultiplyAdd(pl, vb1, acc1); } }
+    if (D16 > 2u) { let vb2 = coopLoadT<coop_mat16x16<f16, B>>(&vs[32u], KP); acc2 = coopMultiplyAdd(ph, vb2, acc2); if (LO != 0u) { acc2 = coopMultiplyAdd(pl, vb2, acc2); } }
+    if (D16 > 3u) { let vb3 = coopLoadT<coop_mat16x16<f16, B>>(&vs[48u], KP); acc3 = coopMultiplyAdd(ph, vb3, acc3); if (LO != 0u) { acc3 = coopMultiplyAdd(pl, vb3, acc3); } }
+    if (D16 > 4u) { let vb4 = coopLoadT<coop_mat16x16<f16, B>>(&vs[64u], KP); acc4 = coopMultiplyAdd(ph, vb4, acc4); if (LO != 0u) { acc4 = coopMultiplyAdd(pl, vb4, acc4); } }
+    if (D16 > 5u) { let vb5 = coopLoadT<coop_mat16x16<f16, B>>(&vs[80u], KP); acc5 = coopMultiplyAdd(ph, vb5, acc5); if (LO != 0u) { acc5 = coopMultiplyAdd(pl, vb5, acc5); } }
+    if (D16 > 6u) { let vb6 = coopLoadT<coop_mat16x16<f16, B>>(&vs[96u], KP); acc6 = coopMultiplyAdd(ph, vb6, acc6); if (LO != 0u) { acc6 = coopMultiplyAdd(pl, vb6, acc6); } }
+    if (D16 > 7u) { let vb7 = coopLoadT<coop_mat16x16<f16, B>>(&vs[112u], KP); acc7 = coopMultiplyAdd(ph, vb7, acc7); if (LO != 0u) { acc7 = coopMultiplyAdd(pl, vb7, acc7); } }
+    if (D16 > 8u) { let vb8 = coopLoadT<coop_mat16x16<f16, B>>(&vs[128u], KP); acc8 = coopMultiplyAdd(ph, vb8, acc8); if (LO != 0u) { acc8 = coopMultiplyAdd(pl, vb8, acc8); } }
+    if (D16 > 9u) { let vb9 = coopLoadT<coop_mat16x16<f16, B>>(&vs[144u], KP); acc9 = coopMultiplyAdd(ph, vb9, acc9); if (LO != 0u) { acc9 = coopMultiplyAdd(pl, vb9, acc9); } }
+    if (D16 > 10u) { let vb10 = coopLoadT<coop_mat16x16<f16, B>>(&vs[160u], KP); acc10 = coopMultiplyAdd(ph, vb10, acc10); if (LO != 0u) { acc10 = coopMultiplyAdd(pl, vb10, acc10); } }
+    if (D16 > 11u) { let vb11 = coopLoadT<coop_mat16x16<f16, B>>(&vs[176u], KP); acc11 = coopMultiplyAdd(ph, vb11, acc11); if (LO != 0u) { acc11 = coopMultiplyAdd(pl, vb11, acc11); } }
+    if (D16 > 12u) { let vb12 = coopLoadT<coop_mat16x16<f16, B>>(&vs[192u], KP); acc12 = coopMultiplyAdd(ph, vb12, acc12); if (LO != 0u) { acc12 = coopMultiplyAdd(pl, vb12, acc12); } }
+    if (D16 > 13u) { let vb13 = coopLoadT<coop_mat16x16<f16, B>>(&vs[208u], KP); acc13 = coopMultiplyAdd(ph, vb13, acc13); if (LO != 0u) { acc13 = coopMultiplyAdd(pl, vb13, acc13); } }
+    if (D16 > 14u) { let vb14 = coopLoadT<coop_mat16x16<f16, B>>(&vs[224u], KP); acc14 = coopMultiplyAdd(ph, vb14, acc14); if (LO != 0u) { acc14 = coopMultiplyAdd(pl, vb14, acc14); } }
+    if (D16 > 15u) { let vb15 = coopLoadT<coop_mat16x16<f16, B>>(&vs[240u], KP); acc15 = coopMultiplyAdd(ph, vb15, acc15); if (LO != 0u) { acc15 = coopMultiplyAdd(pl, vb15, acc15); } }
 }
 
 // Accumulators 2p and 2p + 1 (the second only where D16 has it) to sf, and back.

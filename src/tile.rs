@@ -30,14 +30,13 @@ pub enum TileKernel {
     Rt,
     /// tiled.wgsl: one query row per thread, BR rows.
     Row,
-    /// tiled_coop.wgsl: cooperative matrices, 64 rows, key blocks of 64 (32 for D <= 128, 16 for
-    /// D <= 256).
+    /// tiled_coop.wgsl: cooperative matrices, 64 rows, key blocks of 16.
     Coop,
 }
 
-/// Workgroup storage of tiled_coop.wgsl at D = 64, BC = 64 (its header comment derives it;
+/// Workgroup storage of tiled_coop.wgsl at D = 64 (its header comment derives it;
 /// [`TileConfig::storage_bytes`] for any D).
-pub const COOP_STORAGE: u64 = 43008;
+pub const COOP_STORAGE: u64 = 16896;
 
 /// Tile configuration of the fused kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

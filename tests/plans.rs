@@ -436,8 +436,8 @@ fn coop_plan_states_its_shape_limits_and_pads_its_inputs() {
         Some(tiled::COOP_STORAGE as f64)
     );
     assert!(cfg("LO").is_some() && cfg("TAU").is_some());
-    // Wider heads: key blocks of 32 at D = 128, 16 at D = 256, within 48 KiB.
-    for (d, bc, bytes) in [(128, 32.0, 33792.0), (256, 16.0, 29184.0)] {
+    // Wider heads: the same 16-key blocks, D / 16 tiles a row, storage growing with D.
+    for (d, bytes) in [(128, 20992.0), (256, 29184.0)] {
         p.head_dim = d;
         let plan = variants::plan("tiled-coop", &p, &c).unwrap();
         let ov = |k: &str| {
@@ -445,10 +445,13 @@ fn coop_plan_states_its_shape_limits_and_pads_its_inputs() {
                 .overrides
                 .iter()
                 .find(|(n, _)| n == k)
-                .unwrap()
-                .1
+                .map(|x| x.1)
         };
-        assert_eq!((ov("D16"), ov("BC")), (d as f64 / 16.0, bc), "D={d}");
+        assert_eq!(
+            (ov("D16"), ov("BC")),
+            (Some(d as f64 / 16.0), None),
+            "D={d}"
+        );
         let cfg = |k: &str| plan.config.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
         assert_eq!(cfg("workgroup_storage_bytes"), Some(bytes), "D={d}");
     }

@@ -1,7 +1,7 @@
 //! `attention` on cooperative matrices (shaders/tiled_coop.wgsl + tiled_mask.wgsl, the
 //! `tiled-coop` variant): f16 Q·Kᵀ and P·V as 16 x 16 x 16 products with f32 accumulators, four
-//! independent 32-wide subgroups per workgroup of 64 query rows, key blocks of 64 keys for
-//! D <= 64, 32 for D <= 128 and 16 for D <= 256 (D a multiple of 16).
+//! independent 32-wide subgroups per workgroup of 64 query rows, key blocks of 16 keys, any D
+//! that is a multiple of 16 up to 256.
 
 use super::{check_binding, kernel, mask_slot, Storage};
 use crate::gpu::AdapterCaps;
@@ -15,25 +15,26 @@ pub const STORAGE: u64 = crate::tile::COOP_STORAGE;
 /// The largest head dimension the kernel takes (16 tiles of 16 columns a row).
 pub const MAX_HEAD_DIM: u32 = 256;
 
-/// Keys per block: 16 at every D (a single 16 x 16 score tile per subgroup and block; the kernel
-/// takes 32 and 64 too). Measured on the H200 in one lease (results/h200/2026-12-04-v26-coop-wide,
-/// B8 H16 N1024 causal f16): at D = 64, 16 keys 331.4 µs, 32 keys 419.3, 64 keys 344.9 (N = 4096:
-/// 3794.8 / 4675.0 / 3837.1); at D = 128, 16 keys 450.8 against 32 keys 503.5. Smaller blocks
-/// leave more workgroups resident (16896 bytes of workgroup storage at D = 64 against 43008).
-pub fn block_keys(_d: u32) -> u32 {
-    16
-}
+/// Keys per block (fixed in the kernel): one 16 x 16 score tile per subgroup and block. Measured
+/// on the H200 in one lease with the kernel's block size as a pipeline constant
+/// (results/h200/2026-12-04-v26-coop-wide, B8 H16 N1024 causal f16): at D = 64, 16 keys 331.4 µs,
+/// 32 keys 419.3, 64 keys 344.9 (N = 4096: 3794.8 / 4675.0 / 3837.1); at D = 128, 16 keys 450.8
+/// against 32 keys 503.5. Smaller blocks leave more workgroups resident (16896 bytes of
+/// workgroup storage at D = 64 against 43008 with 64 keys). Two K/V stages with one workgroup
+/// barrier a block instead of two were slower (352.9 against 332.2 µs at D = 64, 747.1 against
+/// 450.5 at D = 128).
+pub const BLOCK_KEYS: u32 = 16;
 
 /// Rows (of Q) and keys (of K and V) past N that tiled_coop.wgsl's cooperative loads may read: the
 /// last query block and key block of a head are read whole.
 pub const PAD_ROWS: u64 = 64;
 
-/// The kernel's tile: BR = 64 query rows, BC = [`block_keys`].
+/// The kernel's tile: BR = 64 query rows, BC = [`BLOCK_KEYS`].
 pub fn tile(p: &Problem) -> TileConfig {
     TileConfig {
         kernel: crate::tile::TileKernel::Coop,
         br: 64,
-        bc: block_keys(p.head_dim),
+        bc: BLOCK_KEYS,
         d4: p.head_dim.div_ceil(4),
         dp: 0,
     }
@@ -51,11 +52,10 @@ pub fn input_bytes(p: &Problem) -> u64 {
 /// `--override LO=2` passes), the lazy-rescale threshold (`TAU` = 8; 0,
 /// FlashAttention-2's rescale on every new maximum, was 14 % slower in v5) and the register
 /// prefetch of the next K/V block (`PREFETCH` = 1; 0 was 8 % slower in v5); and the shape the
-/// kernel is specialized for: `D16` = D / 16 tiles a row and `BC` = [`block_keys`].
+/// kernel is specialized for, `D16` = D / 16 tiles a row.
 pub fn overrides(p: &Problem) -> Vec<(String, f64)> {
     vec![
         ("D16".to_string(), (p.head_dim / 16) as f64),
-        ("BC".to_string(), block_keys(p.head_dim) as f64),
         ("LO".to_string(), 0.0),
         ("TAU".to_string(), 8.0),
         ("PREFETCH".to_string(), 1.0),
