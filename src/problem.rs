@@ -352,6 +352,20 @@ impl Problem {
         })
     }
 
+    /// The same problem with N = `n` query rows, as a sweep over N takes it: self-attention (M = N)
+    /// stays self-attention (M = n); keys set apart from N (`--kv-seq`, M != N) stay at M.
+    pub fn at_seq(&self, n: u32) -> Problem {
+        Problem {
+            seq: n,
+            kv_seq: if self.kv_seq == self.seq {
+                n
+            } else {
+                self.kv_seq
+            },
+            ..self.clone()
+        }
+    }
+
     /// Checks the sizes; every message names the bad value.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidProblem(m));

@@ -108,10 +108,7 @@ pub fn run_grid(
     let mut runner = Runner::new(gpu)?;
     let mut out = Vec::new();
     for &n in seqs {
-        let mut p = Problem {
-            seq: n,
-            ..base.clone()
-        };
+        let mut p = base.at_seq(n);
         p.validate()?;
         p.tile = tile(&p);
         let x = Inputs::generate(&p);

@@ -265,4 +265,25 @@ fn sweep_tile_is_parsed_like_run_and_applied_at_every_n() {
         .map(|p| p["seq"].as_u64().unwrap())
         .collect();
     assert_eq!(seqs, [16, 32]);
+    // Self-attention stays self-attention at every N: the materialized scores grow as N x N (M
+    // follows N: 4x from N = 16 to 32), and with --kv-seq the keys stay at M (2x).
+    let nn = |points: &[serde_json::Value]| -> Vec<u64> {
+        points
+            .iter()
+            .filter(|p| p["variant"] == "unfused")
+            .map(|p| p["n_by_n_bytes"].as_u64().unwrap())
+            .collect()
+    };
+    let sq = nn(points);
+    assert_eq!(sq.len(), 2);
+    assert_eq!(sq[1], 4 * sq[0], "{sq:?}");
+    let a = sweep(&["--variants", "unfused", "--kv-seq", "24", "--no-causal"]);
+    let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+    let o = run(&refs);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("sweep.json")).unwrap()).unwrap();
+    let fixed = nn(v["points"].as_array().unwrap());
+    assert_eq!(fixed.len(), 2);
+    assert_eq!(fixed[1], 2 * fixed[0], "{fixed:?}");
 }

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use clap::Args;
 
 use attn_wgpu::outfile::Named;
-use attn_wgpu::problem::Problem;
 use attn_wgpu::report::json;
 use attn_wgpu::variants::MATERIALIZED;
 use attn_wgpu::{sweep, variants, Error};
@@ -57,10 +56,7 @@ pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
     let mut base = a.shape.problem(seqs[0], &DEFAULTS)?;
     base.overrides = a.tile.overrides()?;
     for &n in &seqs {
-        let p = Problem {
-            seq: n,
-            ..base.clone()
-        };
+        let p = base.at_seq(n);
         p.validate()?;
         attn_wgpu::budget::check_host(&p, 1)?;
     }
