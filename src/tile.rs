@@ -18,7 +18,7 @@ pub const RT2_Q_STORAGE: u64 = 16384;
 /// Pipeline constants that the tile configuration or the shape owns (they size workgroup storage,
 /// the grid or the kernel's loops, so the host's figures depend on them): `--override` refuses
 /// them in favour of `--tile` (or `--head-dim` for tiled_coop.wgsl's `D16`).
-pub const TILE_OWNED: &[&str] = &["BR", "BC", "D4", "DP", "D16"];
+pub const TILE_OWNED: &[&str] = &["BR", "BC", "D4", "DP", "RPT", "D16"];
 
 /// Which fused kernel a tile configuration runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

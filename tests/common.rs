@@ -33,6 +33,49 @@ pub fn gpu() -> &'static Gpu {
 }
 
 /// The attn-wgpu binary of this build, for the command-line tests.
+/// Runs `variant` on `p` unless its plan refuses with a reason `expected` accepts (then None;
+/// any other refusal or error panics), and asserts that O and, in training, every gradient PASS.
+pub fn run_passing(
+    runner: &mut attn_wgpu::gpu::runner::Runner,
+    p: &Problem,
+    x: &Inputs,
+    variant: &str,
+    expected: impl Fn(&str) -> bool,
+) -> Option<attn_wgpu::run::VariantRun> {
+    use attn_wgpu::validate::Verdict;
+    match variants::plan(variant, p, &gpu().caps) {
+        Ok(_) => {}
+        Err(attn_wgpu::Error::Incompatible { reason, .. }) if expected(&reason) => return None,
+        Err(e) => panic!("{variant} {}: unexpected refusal: {e}", p.shape_string()),
+    }
+    let schedule = attn_wgpu::gpu::runner::Schedule {
+        warmup: 0,
+        reps: 1,
+        host_reps: 0,
+    };
+    let r = attn_wgpu::run::run_variant(gpu(), runner, p, x, variant, schedule, false)
+        .unwrap_or_else(|e| panic!("{variant} {}: {e}", p.shape_string()));
+    let val = r.validation.as_ref().unwrap();
+    assert_eq!(
+        val.verdict,
+        Verdict::Pass,
+        "{variant} {}: {val:?}",
+        p.shape_string()
+    );
+    if let Some(t) = &r.training {
+        for g in &t.grads {
+            assert_eq!(
+                g.verdict,
+                Verdict::Pass,
+                "{variant} {}: {} {g:?}",
+                p.shape_string(),
+                g.tensor
+            );
+        }
+    }
+    Some(r)
+}
+
 pub fn bin() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_attn-wgpu"))
 }
