@@ -6,9 +6,9 @@
 //! | `unfused`         | `unfused.rs`   | qk.wgsl, scale.wgsl, mask.wgsl (`copy`, `in_place`), softmax.wgsl, pv.wgsl |
 //! | `unfused-inplace` | `unfused.rs`   | the same with mask.wgsl `in_place`                         |
 //! | `unfused-inplace-exp` | `unfused.rs` | the same with softmax as in-place math_rows.wgsl steps (`row_max`, `exp_sum`, `normalize_rows`) |
-//! | `tiled`           | `tiled.rs`     | tiled_rt.wgsl + tiled_rt_wg.wgsl (D <= 64), else tiled.wgsl |
-//! | `tiled-subgroup`  | `tiled.rs`     | tiled_rt.wgsl + tiled_rt_sg.wgsl                           |
-//! | `tiled-coop`      | `tiled.rs`     | tiled_coop.wgsl (f16, cooperative matrices)                |
+//! | `tiled`           | `tiled.rs`     | tiled_v2.wgsl (tile rt2, D <= 64), tiled_rt.wgsl + tiled_rt_wg.wgsl (tile rt, D <= 256), else tiled.wgsl |
+//! | `tiled-subgroup`  | `tiled.rs`     | tiled_rt.wgsl + tiled_rt_sg.wgsl (D <= 256)                |
+//! | `tiled-coop`      | `tiled.rs`     | tiled_coop.wgsl (f16, cooperative matrices, D <= 256)      |
 //! | `math`            | `math.rs`      | convert.wgsl, math_mask.wgsl, qk.wgsl, math_rows.wgsl, pv.wgsl, narrow.wgsl |
 //!
 //! The kernels these plans are made of are units of their own: `src/kernels/<name>.rs` beside
