@@ -67,7 +67,6 @@ var<workgroup> sl: array<f16, 1024>;  // per subgroup [16 keys][16 rows]: the lo
 var<workgroup> sf: array<f32, 2048>;  // per subgroup [32][16]: a tile of S, or 2 tiles of O
 
 // This subgroup's 16 rows of Q (qa<c>: columns 16c .. 16c+15) and its P V accumulators (acc<c>).
-
 var<private> qa0: coop_mat16x16<f16, A>;
 var<private> qa1: coop_mat16x16<f16, A>;
 var<private> qa2: coop_mat16x16<f16, A>;
@@ -100,6 +99,7 @@ var<private> acc12: coop_mat16x16<f32, C>;
 var<private> acc13: coop_mat16x16<f32, C>;
 var<private> acc14: coop_mat16x16<f32, C>;
 var<private> acc15: coop_mat16x16<f32, C>;
+
 @compute @workgroup_size(128, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>,
         @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sg: u32,
