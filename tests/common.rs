@@ -11,6 +11,15 @@ use attn_wgpu::problem::{CausalAlign, Convention, DType, Inputs, Problem};
 use attn_wgpu::variants;
 use rand_core::RngCore;
 
+/// The variants every test adapter runs (no cooperative matrices, no decode-only regime).
+pub const PORTABLE: [&str; 5] = [
+    "unfused",
+    "unfused-inplace",
+    "math",
+    "tiled",
+    "tiled-subgroup",
+];
+
 pub fn gpu() -> &'static Gpu {
     static GPU: OnceLock<Gpu> = OnceLock::new();
     GPU.get_or_init(|| {

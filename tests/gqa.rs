@@ -83,13 +83,7 @@ fn every_variant_passes_gqa_and_mqa_forward_and_backward_without_copying_kv() {
             *ran.entry(v).or_default() += 1;
         }
     }
-    for v in [
-        "unfused",
-        "unfused-inplace",
-        "math",
-        "tiled",
-        "tiled-subgroup",
-    ] {
+    for v in common::PORTABLE {
         assert!(ran.get(v).copied().unwrap_or(0) >= 3, "{v}: {ran:?}");
     }
 }

@@ -180,15 +180,10 @@ fn subgroup_variant_gives_its_reasons() {
     // D up to 256 (BR 32 rows at D = 128); beyond, refused with the limit.
     let wide = Problem::new(1, 1, 64, 128, true, 0);
     let plan = variants::plan("tiled-subgroup", &wide, &c).unwrap();
-    let cfg = |k: &str| {
-        plan.dispatches[0]
-            .overrides
-            .iter()
-            .find(|(n, _)| n == k)
-            .unwrap()
-            .1
-    };
-    assert_eq!((cfg("RPT"), cfg("D4")), (2.0, 32.0));
+    assert_eq!(
+        (override_of(&plan, "RPT"), override_of(&plan, "D4")),
+        (Some(2.0), Some(32.0))
+    );
     let wider = Problem::new(1, 1, 64, 264, true, 0);
     let e = variants::plan("tiled-subgroup", &wider, &c)
         .unwrap_err()
@@ -440,15 +435,8 @@ fn coop_plan_states_its_shape_limits_and_pads_its_inputs() {
     for (d, bytes) in [(128, 20992.0), (256, 29184.0)] {
         p.head_dim = d;
         let plan = variants::plan("tiled-coop", &p, &c).unwrap();
-        let ov = |k: &str| {
-            plan.dispatches[0]
-                .overrides
-                .iter()
-                .find(|(n, _)| n == k)
-                .map(|x| x.1)
-        };
         assert_eq!(
-            (ov("D16"), ov("BC")),
+            (override_of(&plan, "D16"), override_of(&plan, "BC")),
             (Some(d as f64 / 16.0), None),
             "D={d}"
         );
@@ -539,4 +527,13 @@ fn tiled_takes_its_v2_kernel_where_subgroups_allow_and_says_why_not_elsewhere() 
     p.tile = None;
     let t = variants::plan("tiled", &p, &c).unwrap().tile.unwrap();
     assert_eq!(t.choice, TileChoice::RegisterTiled);
+}
+
+/// The pipeline constant `k` of the plan's first dispatch, if it declares one.
+fn override_of(plan: &attn_wgpu::plan::Plan, k: &str) -> Option<f64> {
+    plan.dispatches[0]
+        .overrides
+        .iter()
+        .find(|(n, _)| n == k)
+        .map(|x| x.1)
 }

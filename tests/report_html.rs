@@ -131,13 +131,7 @@ fn the_report_renders_in_a_real_browser() {
     assert!(o.status.success(), "{log}");
     assert!(!log.contains("CONSOLE"), "console messages:\n{log}");
     assert!(dom.contains("<h1>attn-wgpu report</h1>"), "{dom}");
-    for v in [
-        "unfused",
-        "unfused-inplace",
-        "math",
-        "tiled",
-        "tiled-subgroup",
-    ] {
+    for v in common::PORTABLE {
         assert!(
             dom.contains(&format!("<tr><td class=\"l\">{v}</td>")),
             "no row for {v}"

@@ -59,13 +59,7 @@ fn every_variant_passes_n_ne_m_in_both_alignments_forward_and_backward() {
     }
     // Bottom-right with M < N leaves the first N - M rows without a key.
     assert!(fully_masked > 0, "fully-masked rows must be exercised");
-    for v in [
-        "unfused",
-        "unfused-inplace",
-        "math",
-        "tiled",
-        "tiled-subgroup",
-    ] {
+    for v in common::PORTABLE {
         assert!(ran.get(v).copied().unwrap_or(0) >= 9, "{v}: {ran:?}");
     }
 }
@@ -108,13 +102,7 @@ fn every_variant_passes_head_dims_80_128_256() {
         }
     }
     for d in [80u32, 128, 256] {
-        for v in [
-            "unfused",
-            "unfused-inplace",
-            "math",
-            "tiled",
-            "tiled-subgroup",
-        ] {
+        for v in common::PORTABLE {
             assert!(
                 ran.get(&(v.to_string(), d)).copied().unwrap_or(0) >= 4,
                 "{v} D={d}: {ran:?}"
