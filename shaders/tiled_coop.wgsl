@@ -1,6 +1,7 @@
 // tiled_coop.wgsl — fused attention on cooperative matrices (tensor cores where the hardware has
-// them): the `tiled-coop` variant. f16 Q, K, V and O in device memory; every product accumulates in
-// f32; the softmax statistics are f32.
+// them): the `tiled-coop` variant for D > 64 (tiled_coop_rt2.wgsl, two row tiles a subgroup,
+// takes D <= 64). f16 Q, K, V and O in device memory; every product accumulates in f32; the
+// softmax statistics are f32. Helpers shared with tiled_coop_rt2.wgsl: tiled_coop_lib.wgsl.
 enable wgpu_cooperative_matrix;
 // The rare rescale below runs cooperative-matrix operations under a subgroup-uniform branch
 // (`subgroupAny`); naga's uniformity analysis only knows workgroup uniformity and would refuse it.
@@ -31,10 +32,10 @@ diagnostic(off, derivative_uniformity);
 // that the constant folds, so that they stay in registers: arrays of matrices indexed in loops
 // were 44 % slower on the H200 (results/h200/2026-12-04-v26-coop-wide).
 // Cooperative loads: `coopLoadT` reads row-major, `coopLoad` column-major; Kᵀ is K read
-// column-major. The host checks D % 16 == 0, D <= 256 and 32-wide subgroups, and pads Q by 64 rows
+// column-major. The host checks D % 16 == 0, D <= 256 and 32-wide subgroups, and pads Q by 128 rows
 // (Q is read straight from device memory; rows past N are never written back).
 // Workgroup storage: K and V 2 x 16 x (D + 8) f16, P hi and lo 2 x 4 x 16 x 16 f16, sf
-// 4 x 32 x 16 f32 (8 KiB): 16896 bytes at D = 64, 20992 at D = 128, 29184 at D = 256.
+// 4 x 32 x 16 f32 (8 KiB): 20992 bytes at D = 128, 29184 at D = 256.
 
 @group(0) @binding(1) var<storage, read> q: array<st>;
 @group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;  // 8 halves per element
@@ -343,102 +344,5 @@ fn out_pair(p: u32, fb: u32, ob: u32, d: u32, half: u32, row: u32, live: bool, i
         st_o(ob, d, half, 32u * p + 8u, ld_s(fb, half, row, 8u) * inv);
         st_o(ob, d, half, 32u * p + 16u, ld_s(fb, half, row, 16u) * inv);
         st_o(ob, d, half, 32u * p + 24u, ld_s(fb, half, row, 24u) * inv);
-    }
-}
-
-// Element e of this block's K (or V) rows: 8 halves at row e / d8, column 8 (e % d8); 0 past the
-// M keys and past the block's `words` elements.
-fn ld_k(kvb: u32, j0: u32, e: u32, n: u32, d8: u32, words: u32) -> vec4<u32> {
-    if (e >= words || j0 + e / d8 >= n) {
-        return vec4<u32>(0u);
-    }
-    return k[kvb + j0 * d8 + e];
-}
-
-fn ld_v(kvb: u32, j0: u32, e: u32, n: u32, d8: u32, words: u32) -> vec4<u32> {
-    if (e >= words || j0 + e / d8 >= n) {
-        return vec4<u32>(0u);
-    }
-    return v[kvb + j0 * d8 + e];
-}
-
-// Writes element e of K and V into ks and vs ([key][KP]), if the block has it.
-fn stage(e: u32, d8: u32, words: u32, kx: vec4<u32>, vx: vec4<u32>) {
-    if (e >= words) {
-        return;
-    }
-
-    let a = (e / d8) * KP + (e % d8) * 8u;
-    let k01 = vec2<f16>(unpack2x16float(kx.x)); let k23 = vec2<f16>(unpack2x16float(kx.y));
-    let k45 = vec2<f16>(unpack2x16float(kx.z)); let k67 = vec2<f16>(unpack2x16float(kx.w));
-    ks[a] = k01.x; ks[a + 1u] = k01.y; ks[a + 2u] = k23.x; ks[a + 3u] = k23.y;
-    ks[a + 4u] = k45.x; ks[a + 5u] = k45.y; ks[a + 6u] = k67.x; ks[a + 7u] = k67.y;
-    let v01 = vec2<f16>(unpack2x16float(vx.x)); let v23 = vec2<f16>(unpack2x16float(vx.y));
-    let v45 = vec2<f16>(unpack2x16float(vx.z)); let v67 = vec2<f16>(unpack2x16float(vx.w));
-    vs[a] = v01.x; vs[a + 1u] = v01.y; vs[a + 2u] = v23.x; vs[a + 3u] = v23.y;
-    vs[a + 4u] = v45.x; vs[a + 5u] = v45.y; vs[a + 6u] = v67.x; vs[a + 7u] = v67.y;
-}
-
-// sf of row `row` at columns c + half, c + 2 + half, c + 4 + half, c + 6 + half ([column][row]:
-// the 32 lanes touch 32 different banks).
-fn ld_s(fb: u32, half: u32, row: u32, c: u32) -> vec4<f32> {
-    let e = fb + (c + half) * 16u + row;
-    return vec4<f32>(sf[e], sf[e + 32u], sf[e + 64u], sf[e + 96u]);
-}
-
-// Multiplies this lane's 16 elements of sf (row `row`, columns 2c + half) by a.
-fn scale_s(fb: u32, half: u32, row: u32, a: f32) {
-    for (var c = 0u; c < 32u; c += 2u) {
-        let e = fb + (c + half) * 16u + row;
-        sf[e] *= a;
-    }
-}
-
-// x rounded to f16's 11 significant bits (in f16's normal range) by integer operations: a compiler
-// may fold f32(f16(x)) back to x — the H200's did, which silently made the low part zero.
-fn round_f16(x: vec4<f32>) -> vec4<f32> {
-    let u = bitcast<vec4<u32>>(x);
-    return bitcast<vec4<f32>>((u + vec4<u32>(0x1000u)) & vec4<u32>(0xFFFFE000u));
-}
-
-// P of row `row` at keys c + half, +2, +4, +6 as hi (sp) and, with LO, lo (sl) f16 parts.
-fn st_p(pb: u32, half: u32, row: u32, c: u32, p: vec4<f32>) {
-    let e = pb + (c + half) * 16u + row;
-    let r = round_f16(p);
-    let hi = vec4<f16>(r);
-    sp[e] = hi.x;
-    sp[e + 32u] = hi.y;
-    sp[e + 64u] = hi.z;
-    sp[e + 96u] = hi.w;
-    if (LO != 0u) {
-        let lo = vec4<f16>(p - r);
-        sl[e] = lo.x;
-        sl[e + 32u] = lo.y;
-        sl[e + 64u] = lo.z;
-        sl[e + 96u] = lo.w;
-    }
-}
-
-// Dropout factors of this lane's row i at keys j, j + 2, j + 4, j + 6. The lanes q = lane & 3
-// of a quad hold rows 4a .. 4a + 3 (r0 is a multiple of 16) and need the same keys: lane q makes
-// the one Philox call of key j + 2q, whose word r belongs to row 4a + r, and the quad exchanges
-// words by xor shuffles (lane q ^ d sends its word q): 1 call per lane instead of 4.
-fn drop_quad(head: u32, i: u32, j: u32, q: u32) -> vec4<f32> {
-    let w = keep_words(head, i >> 2u, j + 2u * q);
-    var mine = vec4<u32>(0u);
-    mine[q] = w[q];
-    mine[q ^ 1u] = subgroupShuffleXor(w[q ^ 1u], 1u);
-    mine[q ^ 2u] = subgroupShuffleXor(w[q ^ 2u], 2u);
-    mine[q ^ 3u] = subgroupShuffleXor(w[q ^ 3u], 3u);
-    return factors(mine);
-}
-
-// O of one row at columns c + half, +2, +4, +6, skipping those past D.
-fn st_o(ob: u32, d: u32, half: u32, c: u32, x: vec4<f32>) {
-    for (var k2 = 0u; k2 < 4u; k2++) {
-        let col = c + half + 2u * k2;
-        if (col < d) {
-            o[ob + col] = pack(x[k2], x[k2]);
-        }
     }
 }

@@ -30,13 +30,14 @@ pub enum TileKernel {
     Rt,
     /// tiled.wgsl: one query row per thread, BR rows.
     Row,
-    /// tiled_coop.wgsl: cooperative matrices, 64 rows, key blocks of 16.
+    /// tiled_coop.wgsl / tiled_coop_rt2.wgsl: cooperative matrices, 64 or 128 rows, key blocks
+    /// of 16.
     Coop,
 }
 
-/// Workgroup storage of tiled_coop.wgsl at D = 64 (its header comment derives it;
-/// [`TileConfig::storage_bytes`] for any D).
-pub const COOP_STORAGE: u64 = 16896;
+/// Workgroup storage of the cooperative-matrix kernel at D = 64 (tiled_coop_rt2.wgsl; its header
+/// comment derives it; [`TileConfig::storage_bytes`] for any D).
+pub const COOP_STORAGE: u64 = 20992;
 
 /// Tile configuration of the fused kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +62,8 @@ impl TileConfig {
             }
             TileKernel::Coop => {
                 let (d, bc) = (4 * self.d4 as u64, self.bc as u64);
-                2 * bc * (d + 8) * 2 + 2 * 64 * bc * 2 + 4 * 512 * 4
+                // K and V staged, P hi and lo (BR rows x BC keys each), the subgroups' sf.
+                2 * bc * (d + 8) * 2 + 2 * self.br as u64 * bc * 2 + 4 * 512 * 4
             }
             TileKernel::Row => {
                 (2 * self.br as u64 + 2 * self.bc as u64) * self.dp as u64 * 16 + 4 * self.br as u64

@@ -415,15 +415,21 @@ fn coop_plan_states_its_shape_limits_and_pads_its_inputs() {
     );
     p.head_dim = 64;
     let plan = variants::plan("tiled-coop", &p, &c).unwrap();
-    // Q, K and V get room for one more 64-row block (f16: 2 bytes), O does not.
+    // Q, K and V get room for one more block of up to 128 rows (f16: 2 bytes), O does not.
     let qkv = 2 * 3 * 100 * 64 * 2;
     for name in ["Q", "K", "V"] {
         assert_eq!(
             plan.buffer(name).unwrap().bytes,
-            qkv + 64 * 64 * 2,
+            qkv + 128 * 64 * 2,
             "{name}"
         );
     }
+    // D <= 64: the two-row-tile kernel, 128 query rows a workgroup (N = 100: one block a head).
+    assert_eq!(
+        plan.dispatches[0].shader.file,
+        "tiled_coop_rt2.wgsl+tiled_coop_lib.wgsl+tiled_mask.wgsl"
+    );
+    assert_eq!(plan.dispatches[0].workgroups, [1, 6, 1]);
     assert_eq!(plan.buffer("O").unwrap().bytes, qkv);
     let cfg = |k: &str| plan.config.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
     assert_eq!(
@@ -442,6 +448,12 @@ fn coop_plan_states_its_shape_limits_and_pads_its_inputs() {
         );
         let cfg = |k: &str| plan.config.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
         assert_eq!(cfg("workgroup_storage_bytes"), Some(bytes), "D={d}");
+        // Wider than 64: one row tile a subgroup, 64 rows a workgroup (two blocks at N = 100).
+        assert!(plan.dispatches[0]
+            .shader
+            .file
+            .starts_with("tiled_coop.wgsl+"));
+        assert_eq!(plan.dispatches[0].workgroups, [2, 6, 1], "D={d}");
     }
     p.head_dim = 64;
     // 16-wide subgroups: refused with the reason.

@@ -1,7 +1,9 @@
-//! `attention` on cooperative matrices (shaders/tiled_coop.wgsl + tiled_mask.wgsl, the
-//! `tiled-coop` variant): f16 Q·Kᵀ and P·V as 16 x 16 x 16 products with f32 accumulators, four
-//! independent 32-wide subgroups per workgroup of 64 query rows, key blocks of 16 keys, any D
-//! that is a multiple of 16 up to 256.
+//! `attention` on cooperative matrices (the `tiled-coop` variant): f16 Q·Kᵀ and P·V as 16 x 16 x
+//! 16 products with f32 accumulators, four independent 32-wide subgroups per workgroup, key
+//! blocks of 16 keys, any D that is a multiple of 16 up to 256. Two kernels, sharing
+//! tiled_coop_lib.wgsl + tiled_mask.wgsl: for D <= [`RT2_MAX_HEAD_DIM`],
+//! shaders/tiled_coop_rt2.wgsl (two row tiles of 16 a subgroup: 128 query rows a workgroup);
+//! above, shaders/tiled_coop.wgsl (one: 64 rows).
 
 use super::{check_binding, kernel, mask_slot, Storage};
 use crate::gpu::AdapterCaps;
@@ -9,9 +11,16 @@ use crate::plan::Dispatch;
 use crate::problem::Problem;
 use crate::tile::TileConfig;
 
-/// Workgroup storage of tiled_coop.wgsl at D = 64 (its header comment derives it; [`storage`]
-/// for any D).
+/// Workgroup storage of the kernel at D = 64 (tiled_coop_rt2.wgsl; its header comment derives
+/// it, `TileConfig::storage_bytes` for any D).
 pub const STORAGE: u64 = crate::tile::COOP_STORAGE;
+/// The widest head tiled_coop_rt2.wgsl takes. Two row tiles a subgroup (each K and V matrix
+/// feeding two products, staging and barriers paid once per 32 rows) measured on the H200 (B8 H16
+/// causal f16, one lease, results/h200/2026-12-04-v29-coop-rt2): D = 64 N = 1024 323.8 -> 269.3
+/// µs, N = 4096 3667.5 -> 2789.7; at D = 128 the two-tile code was slower than one tile (635.4
+/// against 442.4: twice the registers for Q and the accumulators), so wider heads keep
+/// tiled_coop.wgsl.
+pub const RT2_MAX_HEAD_DIM: u32 = 64;
 /// The largest head dimension the kernel takes (16 tiles of 16 columns a row).
 pub const MAX_HEAD_DIM: u32 = 256;
 
@@ -26,14 +35,20 @@ pub const MAX_HEAD_DIM: u32 = 256;
 pub const BLOCK_KEYS: u32 = 16;
 
 /// Rows (of Q) and keys (of K and V) past N that tiled_coop.wgsl's cooperative loads may read: the
-/// last query block and key block of a head are read whole.
-pub const PAD_ROWS: u64 = 64;
+/// last query block (BR rows: 128 at most) and key block of a head are read whole.
+pub const PAD_ROWS: u64 = 128;
 
-/// The kernel's tile: BR = 64 query rows, BC = [`BLOCK_KEYS`].
+/// Whether `p` takes the two-row-tile kernel (tiled_coop_rt2.wgsl).
+pub fn two_tiles(p: &Problem) -> bool {
+    p.head_dim <= RT2_MAX_HEAD_DIM
+}
+
+/// The kernel's tile: BR = 128 query rows (two tiles a subgroup, D <= 64) or 64, BC =
+/// [`BLOCK_KEYS`].
 pub fn tile(p: &Problem) -> TileConfig {
     TileConfig {
         kernel: crate::tile::TileKernel::Coop,
-        br: 64,
+        br: if two_tiles(p) { 128 } else { 64 },
         bc: BLOCK_KEYS,
         d4: p.head_dim.div_ceil(4),
         dp: 0,
@@ -67,16 +82,21 @@ pub fn overrides(p: &Problem) -> Vec<(String, f64)> {
 pub fn attention(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
     check_binding("Q ([B, H, N, D])", input_bytes(p), caps)?;
     let mask = mask_slot(&super::tiled::fused_bindings(p));
-    super::tiled::fused_dispatch(
-        p,
-        caps,
+    let (st, dropout) = (Storage::of(p.dtype), p.dropout().is_some());
+    let shader = if two_tiles(p) {
         kernel!(
-            "tiled_coop.wgsl" + "tiled_mask.wgsl",
-            Storage::of(p.dtype),
+            "tiled_coop_rt2.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl",
+            st,
             mask,
-            dropout = p.dropout().is_some()
-        ),
-        overrides(p),
-        &tile(p),
-    )
+            dropout = dropout
+        )
+    } else {
+        kernel!(
+            "tiled_coop.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl",
+            st,
+            mask,
+            dropout = dropout
+        )
+    };
+    super::tiled::fused_dispatch(p, caps, shader, overrides(p), &tile(p))
 }
