@@ -22,7 +22,8 @@ or bf16) it runs these variants on the same inputs:
 
 For each variant it records:
 
-* one cold call (wall clock, synchronized), then ``--warmup`` untimed calls,
+* one cold call (wall clock, synchronized), then ``--warmup`` untimed calls
+  (more, until ``--warmup-ms`` have passed: 500 on CUDA by default, as attn-wgpu does on a GPU),
   then ``--reps`` timed calls, each bracketed by its own pair of CUDA events
   (one synchronize at the end).  Median / p10 / p90 / min / max and the raw
   samples are reported in microseconds, plus the host time per call (the
@@ -361,6 +362,9 @@ def parse_args(argv):
         "fixed tolerances); both verdicts are recorded",
     )
     p.add_argument("--warmup", type=int, default=3, help="untimed calls after the cold one (default: 3)")
+    p.add_argument("--warmup-ms", type=float, default=None,
+                   help="least wall time of the warm-up in ms: more untimed calls until it has passed "
+                        "(default: 500 on CUDA, 0 on the CPU; attn-wgpu's --warmup-ms)")
     p.add_argument("--reps", type=int, default=20, help="timed calls (default: 20)")
     p.add_argument(
         "--variants", default=",".join(ALL_VARIANTS), help="comma list of variants to run (default: all six)"
@@ -449,6 +453,8 @@ def parse_args(argv):
             p.error(f"--{name.replace('_', '-')} must be positive")
     if args.warmup < 0:
         p.error("--warmup must be >= 0")
+    if args.warmup_ms is not None and not 0 <= args.warmup_ms <= 600000:
+        p.error("--warmup-ms must be between 0 and 600000")
     if args.reps < 1:
         p.error("--reps must be >= 1")
     if args.scale is not None and not math.isfinite(args.scale):
@@ -1102,6 +1108,20 @@ def profile_forward(forward, is_cuda):
     return as_list(kernels), launches, as_list(copies), warning
 
 
+
+def warm_up(forward, args, is_cuda, sync, out):
+    """--warmup untimed calls, then more until --warmup-ms have passed (500 ms on CUDA unless set):
+    the same warm-up rule as attn-wgpu's runner. Returns the last output."""
+    floor_ms = args.warmup_ms if args.warmup_ms is not None else (500.0 if is_cuda else 0.0)
+    t0 = time.perf_counter()
+    for _ in range(args.warmup):
+        out = forward()
+    sync()
+    while (time.perf_counter() - t0) * 1e3 < floor_ms:
+        out = forward()
+        sync()
+    return out
+
 def measure(run, forward, is_cuda, args, check, captured):
     """Time, measure memory, validate and profile one variant (fills `run`)."""
     sync = torch.cuda.synchronize if is_cuda else (lambda: None)
@@ -1120,9 +1140,7 @@ def measure(run, forward, is_cuda, args, check, captured):
             captured.extend(str(w.message) for w in caught)
     run["phase"] = "warmup"
 
-    for _ in range(args.warmup):
-        out = forward()
-    sync()
+    out = warm_up(forward, args, is_cuda, sync, out)
     run["phase"] = "timing"
 
     host_us = []
@@ -1345,10 +1363,17 @@ def measure_backward(variant, q, k, v, masks, scale, causal, ref_bias, args, is_
     with kernel_context(variant):
         out = forward()
         out.backward(do, retain_graph=True)  # cold
-        for _ in range(args.warmup):
+        floor_ms = args.warmup_ms if args.warmup_ms is not None else (500.0 if is_cuda else 0.0)
+        t0 = time.perf_counter()
+        done = 0
+        # --warmup backward calls, more until --warmup-ms have passed (as warm_up does).
+        while done < args.warmup or (time.perf_counter() - t0) * 1e3 < floor_ms:
             for t in (qg, kg, vg):
                 t.grad = None
             out.backward(do, retain_graph=True)
+            done += 1
+            if done >= args.warmup:
+                sync()
         sync()
         bwd_us, step_us = [], []
 
@@ -1628,7 +1653,7 @@ def run_point(args, device, is_cuda, shape, dtype_name, host_inputs, precision_c
             "mask": mask_info,
             "dropout": args.dropout,
         },
-        "timing": {"warmup": args.warmup, "reps": args.reps},
+        "timing": {"warmup": args.warmup, "warmup_ms": args.warmup_ms if args.warmup_ms is not None else (500.0 if torch.cuda.is_available() else 0.0), "reps": args.reps},
         "config": config,
         "runs": runs,
         "warnings": report_warnings,

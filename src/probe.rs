@@ -286,6 +286,7 @@ fn measure(runner: &mut Runner, plan: &Plan, reps: u32, unit: &str) -> Result<Ce
             reps,
             // The probe times GPU kernels only.
             host_reps: 0,
+            warmup_ms: None,
         },
     )?;
     let stats =

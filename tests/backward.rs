@@ -17,6 +17,7 @@ const SCHED: Schedule = Schedule {
     warmup: 0,
     reps: 1,
     host_reps: 0,
+    warmup_ms: None,
 };
 
 fn expected_refusal(p: &Problem, variant: &str, reason: &str) -> bool {

@@ -38,6 +38,7 @@ fn chunked_plans_run_and_match() {
                         warmup: 0,
                         reps: 1,
                         host_reps: 0,
+                        warmup_ms: None,
                     },
                 )
                 .unwrap();

@@ -61,6 +61,7 @@ pub fn run_passing(
         warmup: 0,
         reps: 1,
         host_reps: 0,
+        warmup_ms: None,
     };
     let r = attn_wgpu::run::run_variant(gpu(), runner, p, x, variant, schedule, false)
         .unwrap_or_else(|e| panic!("{variant} {}: {e}", p.shape_string()));

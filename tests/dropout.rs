@@ -17,6 +17,7 @@ const SCHED: Schedule = Schedule {
     warmup: 0,
     reps: 1,
     host_reps: 0,
+    warmup_ms: None,
 };
 
 /// The keep mask a variant applied, read off its output: with Q = 0 every probability of a

@@ -44,6 +44,7 @@ fn gl_runs_every_variant_that_claims_it() {
         warmup: 0,
         reps: 1,
         host_reps: 0,
+        warmup_ms: None,
     };
     let mut failures = Vec::new();
     let mut ran = 0;

@@ -15,6 +15,7 @@ const SCHED: Schedule = Schedule {
     warmup: 0,
     reps: 1,
     host_reps: 0,
+    warmup_ms: None,
 };
 
 #[test]

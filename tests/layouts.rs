@@ -18,6 +18,7 @@ fn a_wrong_declared_access_is_refused() {
         warmup: 0,
         reps: 1,
         host_reps: 0,
+        warmup_ms: None,
     };
     let mut runner = Runner::new(gpu).unwrap();
     let good = variants::plan("tiled", &p, &gpu.caps).unwrap();

@@ -579,3 +579,54 @@ fn explain_answers_the_six_questions() {
     }
     expect_error(&["explain", "--variant", "nope"], 2, &["nope"]);
 }
+
+/// The warm-up's time floor: `--warmup-ms` runs unrecorded forwards past `--warmup` until the time
+/// has passed, and the result file says how many and how long; a CPU adapter's default is no floor;
+/// a floor outside 0..=600000 ms is exit 2 naming the flag.
+#[test]
+fn warmup_time_floor_runs_until_the_time_has_passed_and_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let floor = |extra: &[&str]| -> Value {
+        let json = dir.path().join("w.json");
+        let mut args = vec![
+            "run",
+            "--variant",
+            "tiled",
+            "--seq",
+            "16",
+            "--heads",
+            "1",
+            "--reps",
+            "2",
+            "--host-reps",
+            "0",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        ok(&args);
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let m = &v["runs"][0]["measurement"];
+        assert_eq!(
+            m["warmup"].as_array().unwrap().len(),
+            3,
+            "the --warmup forwards are kept"
+        );
+        m["warmup_floor"].clone()
+    };
+    let w = floor(&["--warmup-ms", "150"]);
+    assert_eq!(w["floor_ms"].as_f64(), Some(150.0));
+    assert!(w["elapsed_ms"].as_f64().unwrap() >= 150.0, "{w}");
+    assert!(w["extra_forwards"].as_u64().unwrap() >= 1, "{w}");
+    // The software adapter is a CPU adapter: no floor unless asked for.
+    let w = floor(&[]);
+    assert_eq!(w["floor_ms"].as_f64(), Some(0.0));
+    assert_eq!(w["extra_forwards"].as_u64(), Some(0));
+    for bad in ["-1", "600001", "NaN"] {
+        expect_error(
+            &["run", "--seq", "16", "--warmup-ms", bad],
+            2,
+            &["--warmup-ms"],
+        );
+    }
+}

@@ -16,6 +16,7 @@ const SCHED: Schedule = Schedule {
     warmup: 0,
     reps: 1,
     host_reps: 0,
+    warmup_ms: None,
 };
 
 /// The refusals a variant may give for these shapes on the test adapter: a feature it lacks

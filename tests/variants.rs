@@ -35,6 +35,7 @@ fn check_variant_tile(
         warmup: 0,
         reps: 1,
         host_reps: 0,
+        warmup_ms: None,
     };
     let mut failures = Vec::new();
     let mut cases = 0;
@@ -142,6 +143,7 @@ fn every_dispatch_is_timed() {
             warmup: 1,
             reps: 3,
             host_reps: 0,
+            warmup_ms: None,
         },
         false,
     )
@@ -188,6 +190,7 @@ fn output_depends_on_inputs() {
         warmup: 0,
         reps: 1,
         host_reps: 0,
+        warmup_ms: None,
     };
     let a = run_variant(gpu, &mut runner, &p, &x, "tiled", sched, false).unwrap();
     let mut y = x.clone();

@@ -226,6 +226,11 @@ pub struct ScheduleArgs {
     /// their median).
     #[arg(long, allow_negative_numbers = true)]
     pub reps: Option<u32>,
+    /// The least wall time (ms) of the warm-up: after the --warmup forwards, more run (not
+    /// recorded) until this much time has passed (default 500 on a GPU adapter, where a large
+    /// new buffer can stream several times slower for its first ~200 ms; 0 on a CPU adapter)
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    pub warmup_ms: Option<f64>,
 }
 
 impl ScheduleArgs {
@@ -248,10 +253,18 @@ impl ScheduleArgs {
                 )));
             }
         }
+        if let Some(ms) = self.warmup_ms {
+            if !(0.0..=600_000.0).contains(&ms) {
+                return Err(bad(format!(
+                    "--warmup-ms must be between 0 and 600000 ms (got {ms})"
+                )));
+            }
+        }
         Ok(Schedule {
             warmup,
             reps,
             host_reps,
+            warmup_ms: self.warmup_ms,
         })
     }
 }

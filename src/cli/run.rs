@@ -510,10 +510,7 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         save_inputs(d, &p, &x)?;
         eprintln!("inputs written to {}", d.display());
     }
-    print!(
-        "{}",
-        table::header(&gpu.report, &p, schedule.warmup, schedule.reps)
-    );
+    print!("{}", table::header(&gpu.report, &p, &schedule));
     if let Some(c) = &auto_choice {
         print!("{}", table::auto(c));
     }

@@ -30,7 +30,18 @@ fn opt(v: Option<f64>, prec: usize) -> String {
     v.map_or("-".into(), |x| format!("{x:.prec$}"))
 }
 
-pub fn header(adapter: &AdapterReport, p: &Problem, warmup: u32, reps: u32) -> String {
+pub fn header(
+    adapter: &AdapterReport,
+    p: &Problem,
+    schedule: &crate::gpu::runner::Schedule,
+) -> String {
+    let floor = schedule
+        .warmup_ms
+        .unwrap_or(if adapter.device_type == "Cpu" {
+            0.0
+        } else {
+            crate::gpu::runner::Schedule::GPU_WARMUP_MS
+        });
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -46,9 +57,14 @@ pub fn header(adapter: &AdapterReport, p: &Problem, warmup: u32, reps: u32) -> S
     );
     let _ = writeln!(
         s,
-        "Schedule : 1 cold call (timed apart), {}, {}; GPU times from timestamps{}",
-        count(warmup, "warm-up", "warm-ups"),
-        count(reps, "recorded forward", "recorded forwards"),
+        "Schedule : 1 cold call (timed apart), {}{}, {}; GPU times from timestamps{}",
+        count(schedule.warmup, "warm-up", "warm-ups"),
+        if floor > 0.0 {
+            format!(" (more until {floor} ms have passed)")
+        } else {
+            String::new()
+        },
+        count(schedule.reps, "recorded forward", "recorded forwards"),
         if adapter.caps.timestamps {
             ""
         } else {

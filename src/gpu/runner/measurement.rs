@@ -13,11 +13,34 @@ pub struct Schedule {
     /// (`Measurement::host_unprofiled_*`), then `host_reps` submitted back to back with one wait
     /// at the end (`Measurement::host_pipelined_*`). 0 skips both.
     pub host_reps: u32,
+    /// The least time (ms) the warm-up lasts: after the `warmup` forwards, more run (unrecorded)
+    /// until this much wall time has passed since the first. None: [`Schedule::GPU_WARMUP_MS`]
+    /// on a GPU, 0 on a CPU adapter.
+    pub warmup_ms: Option<f64>,
 }
 
 impl Schedule {
     /// The CLI's default count of unprofiled host-only forwards.
     pub const DEFAULT_HOST_REPS: u32 = 20;
+    /// The default least warm-up time on a GPU adapter. On the H200, split-kv at B16 M16384 (1 GiB
+    /// of new K/V buffers) ran its first ~85 forwards (~190 ms) at 2210 µs and every later one at
+    /// ~500 µs; at M65536 the first 20 (~200 ms) at 10.2 ms, then 2.32 ms
+    /// (results/h200/2026-12-04-v30-decode-warmup): a warm-up counted in forwards alone measured
+    /// the transient as the steady state.
+    pub const GPU_WARMUP_MS: f64 = 500.0;
+    /// The most unrecorded warm-up forwards the time floor adds.
+    pub const MAX_FLOOR_FORWARDS: u32 = 100_000;
+}
+
+/// What the warm-up's time floor ([`Schedule::warmup_ms`]) added.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct WarmupFloor {
+    /// The floor in force (ms).
+    pub floor_ms: f64,
+    /// Forwards run past the `warmup` ones to reach it (not recorded).
+    pub extra_forwards: u32,
+    /// Wall time of the whole warm-up (ms).
+    pub elapsed_ms: f64,
 }
 
 /// What one forward call cost.
@@ -96,6 +119,7 @@ pub struct HostSpan {
 pub struct Measurement {
     pub cold: ColdCall,
     pub warmup: Vec<ForwardSample>,
+    pub warmup_floor: WarmupFloor,
     pub reps: Vec<ForwardSample>,
     #[serde(skip)]
     pub output: Vec<f32>,

@@ -30,7 +30,9 @@ mod pipelines;
 mod readback;
 mod resources;
 
-pub use measurement::{ColdCall, CompileSample, ForwardSample, HostSpan, Measurement, Schedule};
+pub use measurement::{
+    ColdCall, CompileSample, ForwardSample, HostSpan, Measurement, Schedule, WarmupFloor,
+};
 pub use pipelines::layout_entries;
 use pipelines::{LayoutKey, PipelineKey, SourceKey};
 use resources::Prepared;
@@ -166,9 +168,29 @@ impl<'g> Runner<'g> {
             compiles,
         };
         let mut warmup = Vec::with_capacity(schedule.warmup as usize);
+        let t_warm = Instant::now();
         for _ in 0..schedule.warmup {
             warmup.push(self.forward(plan, &prepared)?);
         }
+        let floor_ms = schedule
+            .warmup_ms
+            .unwrap_or(if gpu.report.device_type == "Cpu" {
+                0.0
+            } else {
+                Schedule::GPU_WARMUP_MS
+            });
+        let mut extra_forwards = 0;
+        while t_warm.elapsed().as_secs_f64() * 1e3 < floor_ms
+            && extra_forwards < Schedule::MAX_FLOOR_FORWARDS
+        {
+            self.forward(plan, &prepared)?;
+            extra_forwards += 1;
+        }
+        let warmup_floor = WarmupFloor {
+            floor_ms,
+            extra_forwards,
+            elapsed_ms: t_warm.elapsed().as_secs_f64() * 1e3,
+        };
         let mut reps = Vec::with_capacity(schedule.reps as usize);
         for _ in 0..schedule.reps {
             reps.push(self.forward(plan, &prepared)?);
@@ -224,6 +246,7 @@ impl<'g> Runner<'g> {
             readback,
             cold,
             warmup,
+            warmup_floor,
             reps,
             output,
             grads,
