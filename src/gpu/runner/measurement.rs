@@ -32,6 +32,53 @@ impl Schedule {
     pub const MAX_FLOOR_FORWARDS: u32 = 100_000;
 }
 
+/// A warning when the recorded forwards' GPU spans drift: the median of the first half and of the
+/// second half differ by more than 25 % (at least 8 spans). A transient the warm-up did not
+/// cover looks like this (results/h200/2026-12-04-v30-decode-warmup: 2210 µs, then 500 µs from
+/// one forward to the next); noise alone moves both halves alike.
+pub fn drift_warning(spans: &[f64]) -> Option<String> {
+    if spans.len() < 8 {
+        return None;
+    }
+    let half = spans.len() / 2;
+    let a = crate::report::stats::Stats::of(&spans[..half])?.median;
+    let b = crate::report::stats::Stats::of(&spans[spans.len() - half..])?.median;
+    if a.min(b) <= 0.0 || a.max(b) / a.min(b) <= 1.25 {
+        return None;
+    }
+    Some(format!(
+        "the recorded forwards drift: GPU median {a:.1} µs over the first {half}, {b:.1} µs over \
+         the last {half} (a transient the warm-up did not cover? raise --warmup-ms)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::drift_warning;
+
+    #[test]
+    fn drift_is_a_change_between_the_halves_not_noise() {
+        // The H200's decode transient: slow forwards, then fast ones.
+        let mut v = vec![2210.0; 10];
+        v.extend([500.0; 10]);
+        let w = drift_warning(&v).expect("a drift");
+        assert!(
+            w.contains("2210.0") && w.contains("500.0") && w.contains("--warmup-ms"),
+            "{w}"
+        );
+        // Noise, even wide, in both halves alike: no warning.
+        let noisy: Vec<f64> = (0..20)
+            .map(|i| if i % 2 == 0 { 100.0 } else { 180.0 })
+            .collect();
+        assert!(drift_warning(&noisy).is_none());
+        // A 20 % change is within the threshold; too few samples say nothing.
+        let mut v = vec![100.0; 10];
+        v.extend([120.0; 10]);
+        assert!(drift_warning(&v).is_none());
+        assert!(drift_warning(&[1.0, 1.0, 1.0, 9.0, 9.0, 9.0]).is_none());
+    }
+}
+
 /// What the warm-up's time floor ([`Schedule::warmup_ms`]) added.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct WarmupFloor {

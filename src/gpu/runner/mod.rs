@@ -198,6 +198,11 @@ impl<'g> Runner<'g> {
         if reps.iter().any(|r| r.gpu_span_us.is_none()) && gpu.caps.timestamps {
             warnings.push("some forwards returned no timestamps".into());
         }
+        // On a GPU only: a CPU adapter's times move with the host's load, both halves alike or not.
+        if gpu.report.device_type != "Cpu" {
+            let spans: Vec<f64> = reps.iter().filter_map(|r| r.gpu_span_us).collect();
+            warnings.extend(measurement::drift_warning(&spans));
+        }
         let out_bytes = plan.buffer(&plan.output).map_or(0, |b| b.bytes);
         let out_elems = (out_bytes / inputs.dtype.bytes()) as usize;
         let t_rb = Instant::now();
