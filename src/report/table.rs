@@ -35,13 +35,7 @@ pub fn header(
     p: &Problem,
     schedule: &crate::gpu::runner::Schedule,
 ) -> String {
-    let floor = schedule
-        .warmup_ms
-        .unwrap_or(if adapter.device_type == "Cpu" {
-            0.0
-        } else {
-            crate::gpu::runner::Schedule::GPU_WARMUP_MS
-        });
+    let floor = schedule.floor_ms(&adapter.device_type);
     let mut s = String::new();
     let _ = writeln!(
         s,

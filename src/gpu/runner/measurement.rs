@@ -30,6 +30,16 @@ impl Schedule {
     pub const GPU_WARMUP_MS: f64 = 500.0;
     /// The most unrecorded warm-up forwards the time floor adds.
     pub const MAX_FLOOR_FORWARDS: u32 = 100_000;
+
+    /// The warm-up's time floor in force on an adapter of `device_type` (wgpu's name for it:
+    /// "Cpu" for lavapipe and llvmpipe).
+    pub fn floor_ms(&self, device_type: &str) -> f64 {
+        self.warmup_ms.unwrap_or(if device_type == "Cpu" {
+            0.0
+        } else {
+            Self::GPU_WARMUP_MS
+        })
+    }
 }
 
 /// A warning when the recorded forwards' GPU spans drift: the median of the first half and of the

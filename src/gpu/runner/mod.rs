@@ -172,13 +172,7 @@ impl<'g> Runner<'g> {
         for _ in 0..schedule.warmup {
             warmup.push(self.forward(plan, &prepared)?);
         }
-        let floor_ms = schedule
-            .warmup_ms
-            .unwrap_or(if gpu.report.device_type == "Cpu" {
-                0.0
-            } else {
-                Schedule::GPU_WARMUP_MS
-            });
+        let floor_ms = schedule.floor_ms(&gpu.report.device_type);
         let mut extra_forwards = 0;
         while t_warm.elapsed().as_secs_f64() * 1e3 < floor_ms
             && extra_forwards < Schedule::MAX_FLOOR_FORWARDS
