@@ -261,10 +261,13 @@ fn cli_kv_seq_alignment_and_files() {
 fn split_kv_decodes_and_auto_takes_it_only_for_decode() {
     let gpu = common::gpu();
     let mut runner = Runner::new(gpu).unwrap();
-    for (n, m, kv, causal, align, backward, dtype) in [
+    // (N, M, H, Hkv, causal, alignment, backward, dtype): groups of 4, 2 and 1 query heads take
+    // split_kv_hpl.wgsl (every lane set serves the whole group), the group of 8 split_kv.wgsl.
+    for (n, m, h, kv, causal, align, backward, dtype) in [
         (
             1u32,
             300u32,
+            4u32,
             1u32,
             false,
             CausalAlign::TopLeft,
@@ -274,16 +277,36 @@ fn split_kv_decodes_and_auto_takes_it_only_for_decode() {
         (
             4,
             517,
+            4,
             2,
             true,
             CausalAlign::BottomRight,
             false,
             DType::BF16,
         ),
-        (16, 200, 4, true, CausalAlign::TopLeft, true, DType::F32),
-        (3, 400, 2, true, CausalAlign::BottomRight, true, DType::F32),
+        (16, 200, 4, 4, true, CausalAlign::TopLeft, true, DType::F32),
+        (
+            3,
+            400,
+            4,
+            2,
+            true,
+            CausalAlign::BottomRight,
+            true,
+            DType::F32,
+        ),
+        (
+            2,
+            333,
+            8,
+            1,
+            true,
+            CausalAlign::BottomRight,
+            false,
+            DType::F32,
+        ),
     ] {
-        let mut p = Problem::new(2, 4, n, 32, causal, 9);
+        let mut p = Problem::new(2, h, n, 32, causal, 9);
         p.kv_seq = m;
         p.kv_heads = kv;
         p.causal_align = align;
@@ -301,6 +324,17 @@ fn split_kv_decodes_and_auto_takes_it_only_for_decode() {
             );
         }
         let plan = variants::plan("split-kv", &p, &gpu.caps).unwrap();
+        let kernel = if h / kv <= 4 {
+            "split_kv_hpl.wgsl"
+        } else {
+            "split_kv.wgsl"
+        };
+        assert!(
+            plan.dispatches[0].shader.file.starts_with(kernel),
+            "{}: {}",
+            p.shape_string(),
+            plan.dispatches[0].shader.file
+        );
         let splits = plan.config.iter().find(|(k, _)| k == "SPLITS").unwrap().1;
         assert!(splits >= 2.0, "{splits}");
         // One workgroup per (slice, row, K/V head): the group's query heads share it.

@@ -20,10 +20,18 @@ pub const TARGET_WORKGROUPS: u64 = 1024;
 /// The decode regime: at most this many query rows.
 pub const MAX_ROWS: u32 = 16;
 
-/// How split_kv.wgsl cuts the work (its overrides): a lane set of `kw` lanes holds one query
-/// head's share of a key row (`wpl` 16-byte words a lane); the group's lane sets form a key group,
-/// which reads `unroll` key rows of K and V at once; the workgroup's 128 / kw / group key groups
-/// each take every (128 / kw / group)-th key of the slice.
+/// How the split kernel cuts the work (its overrides). A lane set of `kw` lanes holds a share of
+/// a key row (`wpl` 16-byte words a lane) and reads `unroll` key rows of K and V at once; each of
+/// the workgroup's key groups takes every `groups`-th of the slice's keys. Two kernels:
+/// - `every_head` (shaders/split_kv_hpl.wgsl, groups of at most [`EVERY_HEAD_MAX_GROUP`] query
+///   heads whose rows fit two words a lane): every lane set is a key group serving all the
+///   group's query heads, so each K/V word it loads feeds GROUP dot products;
+/// - otherwise (shaders/split_kv.wgsl) the group's lane sets form a key group, a lane set per
+///   query head, each loading the same K/V words.
+///
+/// On the H200 (Hq 32, Hkv 8, D 128, N 1, f16; one lease, results/h200/2026-12-04-v31-*) the
+/// first took B16 M65536 from 2322 to 1418 µs and B16 M16384 from 501 to 342: the same
+/// registers hold 4x the unique K/V rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
     pub kw: u32,
@@ -33,12 +41,22 @@ pub struct Layout {
     /// splits, s + 2 splits, ...
     pub splits: u64,
     pub step: u64,
+    /// split_kv_hpl.wgsl: every lane set serves all the group's query heads.
+    pub every_head: bool,
 }
+
+/// The largest query-head group split_kv_hpl.wgsl serves from one lane set (its named per-head
+/// registers).
+pub const EVERY_HEAD_MAX_GROUP: u32 = 4;
 
 impl Layout {
     /// Key groups per workgroup for `group` query heads per K/V head.
     pub fn groups(&self, group: u32) -> u32 {
-        WG / self.kw / group
+        if self.every_head {
+            WG / self.kw
+        } else {
+            WG / self.kw / group
+        }
     }
 }
 
@@ -79,9 +97,9 @@ pub fn layout(p: &Problem, caps: &AdapterCaps) -> Result<Layout, String> {
     }
     let kw = caps.subgroup_min_size.min(16);
     let wpl = (p.head_dim / epw).div_ceil(kw);
-    // split_kv.wgsl's register arrays: UNROLL * WPL = 16 words of K (and V) in flight (LMAX), AMAX = 8 vec4 of a
-    // head's query row and output per lane; a key group of GROUP lane sets within the workgroup.
-    let mut unroll = (16 / wpl).clamp(1, 16);
+    // The kernels' register arrays: UNROLL * WPL <= 16 words of K (and V) in flight (LMAX), a
+    // head's query row and output as at most 8 vec4 a lane (split_kv.wgsl) or 2 (split_kv_hpl.wgsl,
+    // one set per head of the group, which also keeps the unroll at 8: 4 heads' scores).
     if wpl * (epw / 4) > 8 || p.group() * kw > WG {
         return Err(format!(
             "split-KV gives each query head of a group {kw} lanes and keeps a lane's share of the \
@@ -91,15 +109,25 @@ pub fn layout(p: &Problem, caps: &AdapterCaps) -> Result<Layout, String> {
             p.group()
         ));
     }
+    let every_head = p.group() <= EVERY_HEAD_MAX_GROUP
+        && wpl * (epw / 4) <= 2
+        // split_kv_hpl.wgsl's `sacc`: [lane set][head][D] f32
+        && (WG / kw) * p.group() * p.head_dim <= 4096;
+    let mut unroll = (16 / wpl).clamp(1, if every_head { 8 } else { 16 });
+    let groups = if every_head {
+        WG / kw
+    } else {
+        WG / kw / p.group()
+    };
     // Fewer keys in flight where M is too short to give every slice a block of them (the H200
     // figures: 16 rows in flight beat 8 by 5-15 % at M >= 16384, results/h200/2026-12-04-v25-*).
     let rows = p.batch as u64 * p.kv_heads as u64 * p.seq as u64;
     let want = TARGET_WORKGROUPS.div_ceil(rows);
-    let blocks = |u: u32| (p.kv_seq as u64).div_ceil(((WG / kw / p.group()) * u) as u64);
+    let blocks = |u: u32| (p.kv_seq as u64).div_ceil((groups * u) as u64);
     while unroll > 1 && blocks(unroll) < want {
         unroll /= 2;
     }
-    let step = ((WG / kw / p.group()) * unroll) as u64;
+    let step = (groups * unroll) as u64;
     let steps = blocks(unroll);
     Ok(Layout {
         kw,
@@ -107,6 +135,7 @@ pub fn layout(p: &Problem, caps: &AdapterCaps) -> Result<Layout, String> {
         unroll,
         splits: want.clamp(1, steps),
         step,
+        every_head,
     })
 }
 
@@ -188,16 +217,26 @@ fn split_part(
     let g = p.group() as u64;
     let pairs = count * g * p.allowed_pairs_per_head();
     let kv_groups = count;
-    Ok(Dispatch {
-        name: "split".into(),
-        phase: crate::plan::Phase::Forward,
-        saved: vec![],
-        shader: kernel!(
+    let shader = if lay.every_head {
+        kernel!(
+            "split_kv_hpl.wgsl",
+            st,
+            mask_slot(&bindings),
+            dropout = p.dropout().is_some()
+        )
+    } else {
+        kernel!(
             "split_kv.wgsl",
             st,
             mask_slot(&bindings),
             dropout = p.dropout().is_some()
-        ),
+        )
+    };
+    Ok(Dispatch {
+        name: "split".into(),
+        phase: crate::plan::Phase::Forward,
+        saved: vec![],
+        shader,
         entry: "main",
         overrides: vec![
             ("GROUP".to_string(), p.group() as f64),
@@ -222,11 +261,10 @@ fn split_part(
         flops: 4 * pairs * d,
         note: format!(
             "split-KV (flash-decoding){}: {s} slices per query row and K/V head (blocks of {step} \
-             keys, dealt round-robin), a \
-             workgroup each serving the {} query heads of the group ({} in all); in a workgroup \
-             {} key groups of {} x {} lanes (a head's share of a key row on each {}), each \
-             reading {} key rows of K and V at once as 16-byte words, an online softmax per \
-             head and key group, merged at the end",
+             keys, dealt round-robin), a workgroup each serving the {} query heads of the group \
+             ({} in all); in a workgroup {} key groups, {}, each reading {} key rows of K and V \
+             at once as 16-byte words, an online softmax per head and key group, merged at the \
+             end",
             if whole {
                 String::new()
             } else {
@@ -238,9 +276,20 @@ fn split_part(
             p.group(),
             s * kv_groups * p.seq as u64,
             lay.groups(p.group()),
-            p.group(),
-            lay.kw,
-            lay.kw,
+            if lay.every_head {
+                format!(
+                    "each one set of {} lanes holding a key row and serving all {} heads \
+                     (split_kv_hpl.wgsl)",
+                    lay.kw,
+                    p.group()
+                )
+            } else {
+                format!(
+                    "each {} sets of {} lanes (a head's share of a key row on each)",
+                    p.group(),
+                    lay.kw
+                )
+            },
             lay.unroll
         ),
     })
