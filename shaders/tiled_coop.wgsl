@@ -245,6 +245,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     // at all: 0 (SDPA's way). Through sf, two tiles (32 columns) at a time.
     let lsum = l + subgroupShuffleXor(l, 16u);
     let inv = select(0.0, 1.0 / lsum, lsum > 0.0);
+    if (half == 0u) {
+        save_lse(head, i, m, lsum);  // training: L = m + log2(sum) (tiled_lse.wgsl)
+    }
     let ob = base + i * d;
     out_pair(0u, fb, ob, d, half, row, i < n, inv);
     if (D16 > 2u) { out_pair(1u, fb, ob, d, half, row, i < n, inv); }
@@ -345,4 +348,13 @@ fn out_pair(p: u32, fb: u32, ob: u32, d: u32, half: u32, row: u32, live: bool, i
         st_o(ob, d, half, 32u * p + 16u, ld_s(fb, half, row, 16u) * inv);
         st_o(ob, d, half, 32u * p + 24u, ld_s(fb, half, row, 24u) * inv);
     }
+}
+
+// P's low part at st_p's element e (tiled_coop_lib.wgsl), with LO != 0.
+fn st_lo(e: u32, x: vec4<f32>) {
+    let lo = vec4<f16>(x);
+    sl[e] = lo.x;
+    sl[e + 32u] = lo.y;
+    sl[e + 64u] = lo.z;
+    sl[e + 96u] = lo.w;
 }

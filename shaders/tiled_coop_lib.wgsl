@@ -1,8 +1,9 @@
 // tiled_coop_lib.wgsl — the helpers both cooperative-matrix kernels share (tiled_coop.wgsl, one
 // row tile of 16 query rows a subgroup; tiled_coop_rt2.wgsl, two): K/V loads and staging, the
 // score reads from `sf`, P's rounding and stores, dropout factors and O's stores. They use the
-// including kernel's bindings (k, v, o), workgroup arrays (ks, vs, sf, sp, sl) and constants
-// (KP, LO).
+// including kernel's bindings (k, v, o), workgroup arrays (ks, vs, sf, sp), constants (KP, LO)
+// and `st_lo` (where P's low part goes: sl in the forward kernels; the backward kernels,
+// tiled_coop_bwd_*.wgsl, have LO = 0 and no sl).
 
 // Element e of this block's K (or V) rows: 8 halves at row e / d8, column 8 (e % d8); 0 past the
 // M keys and past the block's `words` elements.
@@ -59,7 +60,7 @@ fn round_f16(x: vec4<f32>) -> vec4<f32> {
     return bitcast<vec4<f32>>((u + vec4<u32>(0x1000u)) & vec4<u32>(0xFFFFE000u));
 }
 
-// P of row `row` at keys c + half, +2, +4, +6 as hi (sp) and, with LO, lo (sl) f16 parts.
+// P of row `row` at keys c + half, +2, +4, +6 as hi (sp) and, with LO, lo (`st_lo`) f16 parts.
 fn st_p(pb: u32, half: u32, row: u32, c: u32, p: vec4<f32>) {
     let e = pb + (c + half) * 16u + row;
     let r = round_f16(p);
@@ -69,11 +70,7 @@ fn st_p(pb: u32, half: u32, row: u32, c: u32, p: vec4<f32>) {
     sp[e + 64u] = hi.z;
     sp[e + 96u] = hi.w;
     if (LO != 0u) {
-        let lo = vec4<f16>(p - r);
-        sl[e] = lo.x;
-        sl[e + 32u] = lo.y;
-        sl[e + 64u] = lo.z;
-        sl[e + 96u] = lo.w;
+        st_lo(e, p - r);  // the including kernel's: the forward stores it to sl
     }
 }
 

@@ -190,6 +190,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     let inv = select(0.0, 1.0 / lsum, lsum > 0.0);
     let lsum2 = l2 + subgroupShuffleXor(l2, 16u);
     let inv2 = select(0.0, 1.0 / lsum2, lsum2 > 0.0);
+    if (half == 0u) {
+        save_lse(head, i, m, lsum);  // training: L = m + log2(sum) (tiled_lse.wgsl)
+        save_lse(head, i2, m2, lsum2);
+    }
     out_pair(0u, 0u, fb, base + i * d, d, half, row, i < n, inv);
     if (D16 > 2u) { out_pair(0u, 1u, fb, base + i * d, d, half, row, i < n, inv); }
     out_pair(1u, 0u, fb, base + i2 * d, d, half, row, i2 < n, inv2);
@@ -257,4 +261,13 @@ fn out_pair(tile: u32, p: u32, fb: u32, ob: u32, d: u32, half: u32, row: u32, li
         st_o(ob, d, half, 32u * p + 16u, ld_s(fb, half, row, 16u) * inv);
         st_o(ob, d, half, 32u * p + 24u, ld_s(fb, half, row, 24u) * inv);
     }
+}
+
+// P's low part at st_p's element e (tiled_coop_lib.wgsl), with LO != 0.
+fn st_lo(e: u32, x: vec4<f32>) {
+    let lo = vec4<f16>(x);
+    sl[e] = lo.x;
+    sl[e + 32u] = lo.y;
+    sl[e + 64u] = lo.z;
+    sl[e + 96u] = lo.w;
 }

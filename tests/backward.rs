@@ -26,7 +26,7 @@ fn expected_refusal(p: &Problem, variant: &str, reason: &str) -> bool {
         || reason.contains("is not implemented")
         || reason.contains("does not offer")
         || (variant == "unfused-inplace-exp" && reason.contains("in-place hazard"))
-        || (variant == "tiled-coop" && reason.contains("no backward on cooperative matrices"))
+        || (variant == "tiled-coop" && reason.contains("cooperative-matrix backward"))
         || (variant == "split-kv"
             && (reason.contains("decode kernel")
                 || reason.contains("nothing to split")

@@ -427,7 +427,7 @@ fn coop_plan_states_its_shape_limits_and_pads_its_inputs() {
     // D <= 64: the two-row-tile kernel, 128 query rows a workgroup (N = 100: one block a head).
     assert_eq!(
         plan.dispatches[0].shader.file,
-        "tiled_coop_rt2.wgsl+tiled_coop_lib.wgsl+tiled_mask.wgsl"
+        "tiled_coop_rt2.wgsl+tiled_coop_lib.wgsl+tiled_mask.wgsl+tiled_nolse.wgsl"
     );
     assert_eq!(plan.dispatches[0].workgroups, [1, 6, 1]);
     assert_eq!(plan.buffer("O").unwrap().bytes, qkv);
@@ -455,6 +455,33 @@ fn coop_plan_states_its_shape_limits_and_pads_its_inputs() {
             .starts_with("tiled_coop.wgsl+"));
         assert_eq!(plan.dispatches[0].workgroups, [2, 6, 1], "D={d}");
     }
+    p.head_dim = 64;
+    // Training: the forward also writes L, then bwd_dot and the two cooperative-matrix passes;
+    // dO is padded like Q (the dQ pass reads whole 16-row tiles of it).
+    p.backward = true;
+    let plan = variants::plan("tiled-coop", &p, &c).unwrap();
+    let files: Vec<&str> = plan.dispatches.iter().map(|d| d.shader.file).collect();
+    assert_eq!(
+        files,
+        [
+            "tiled_coop_rt2.wgsl+tiled_coop_lib.wgsl+tiled_mask.wgsl+tiled_lse.wgsl",
+            "tiled_bwd_dot.wgsl",
+            "tiled_coop_bwd_kv.wgsl+tiled_coop_lib.wgsl+tiled_mask.wgsl",
+            "tiled_coop_bwd_q.wgsl+tiled_coop_lib.wgsl+tiled_mask.wgsl",
+        ]
+    );
+    assert_eq!(plan.buffer("dO").unwrap().bytes, qkv + 128 * 64 * 2);
+    // bwd_kv: a workgroup per 64 keys of each of the 6 K/V heads; bwd_q per 64 rows.
+    assert_eq!(plan.dispatches[2].workgroups, [2, 6, 1]);
+    assert_eq!(plan.dispatches[3].workgroups, [2, 6, 1]);
+    assert_eq!(plan.grads, ["dQ", "dK", "dV"]);
+    // Wider heads have no cooperative-matrix backward: refused, naming the limit.
+    p.head_dim = 128;
+    let why = variants::plan("tiled-coop", &p, &c)
+        .unwrap_err()
+        .to_string();
+    assert!(why.contains("D <= 64") && why.contains("128"), "{why}");
+    p.backward = false;
     p.head_dim = 64;
     // 16-wide subgroups: refused with the reason.
     c.subgroup_min_size = 16;

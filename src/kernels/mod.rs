@@ -18,6 +18,7 @@
 //! | `tiled.rs`      | tiled_rt.wgsl + tiled_rt_{wg,sg}.wgsl, tiled.wgsl (+ tiled_mask.wgsl) | tiled, tiled-subgroup |
 //! | `tiled_coop.rs` | tiled_coop.wgsl or tiled_coop_rt2.wgsl + tiled_coop_lib.wgsl + tiled_mask.wgsl | tiled-coop |
 //! | `softmax_bwd.rs` | softmax_bwd.wgsl (`softmax_bwd`, `normalize_bwd`, `exp_bwd`), mask_bwd.wgsl | unfused*, math (`--backward`) |
+//! | `tiled_coop_bwd.rs` | tiled_coop_bwd_{kv,q}.wgsl + tiled_coop_lib.wgsl + tiled_mask.wgsl | tiled-coop (`--backward`) |
 //! | `tiled_bwd.rs`  | tiled_bwd_dot.wgsl, tiled_bwd_{kv,q}.wgsl + tiled_bwd_common.wgsl + tiled_bwd_d{32,64}.wgsl | tiled, tiled-subgroup (`--backward`) |
 //!
 //! `tiled.rs` also appends tiled_lse.wgsl (training: the row logsumexp L) or tiled_nolse.wgsl to
@@ -58,6 +59,7 @@ pub mod split_kv;
 pub mod tiled;
 pub mod tiled_bwd;
 pub mod tiled_coop;
+pub mod tiled_coop_bwd;
 
 /// Embeds `shaders/<file>` behind the shared prelude `shaders/common.wgsl` (kernels that need no
 /// dtype or mask prelude: they only touch f32 intermediates).

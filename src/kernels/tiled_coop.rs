@@ -83,20 +83,33 @@ pub fn attention(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
     check_binding("Q ([B, H, N, D])", input_bytes(p), caps)?;
     let mask = mask_slot(&super::tiled::fused_bindings(p));
     let (st, dropout) = (Storage::of(p.dtype), p.dropout().is_some());
-    let shader = if two_tiles(p) {
-        kernel!(
-            "tiled_coop_rt2.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl",
+    // Training (`--backward`) appends tiled_lse.wgsl: the kernel also writes the row logsumexp L
+    // for tiled_coop_bwd.rs (binding 5, after O).
+    let shader = match (two_tiles(p), p.backward) {
+        (true, false) => kernel!(
+            "tiled_coop_rt2.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl",
             st,
             mask,
             dropout = dropout
-        )
-    } else {
-        kernel!(
-            "tiled_coop.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl",
+        ),
+        (true, true) => kernel!(
+            "tiled_coop_rt2.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl",
             st,
             mask,
             dropout = dropout
-        )
+        ),
+        (false, false) => kernel!(
+            "tiled_coop.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl",
+            st,
+            mask,
+            dropout = dropout
+        ),
+        (false, true) => kernel!(
+            "tiled_coop.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl",
+            st,
+            mask,
+            dropout = dropout
+        ),
     };
     super::tiled::fused_dispatch(p, caps, shader, overrides(p), &tile(p))
 }

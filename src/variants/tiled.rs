@@ -6,7 +6,7 @@
 use crate::gpu::AdapterCaps;
 pub use crate::kernels::tiled::{all_choices, candidates, choose, config_for, default_choice, BC};
 use crate::kernels::tiled::{attention, Reduce};
-use crate::kernels::{buf, check_binding, tiled_bwd, tiled_coop};
+use crate::kernels::{buf, check_binding, tiled_bwd, tiled_coop, tiled_coop_bwd};
 use crate::plan::{save, Dispatch, Plan, Role};
 use crate::problem::Problem;
 pub use crate::tile::{
@@ -32,7 +32,7 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     let d = attention(p, caps, &cfg, Reduce::Workgroup)?;
     let mut plan = fused_plan(p, p.qkv_bytes(), d, cfg.storage_bytes(), &cfg, vec![]);
     plan.tile = Some(TileUsed { choice, source });
-    training(plan, p, caps)
+    training(plan, p, caps, Backward::Tiled)
 }
 
 /// `tiled-subgroup`: the register-tiled kernel with its row reductions done by subgroup shuffles
@@ -54,7 +54,7 @@ pub fn build_subgroup(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     let d = attention(p, caps, &cfg, Reduce::Subgroup)?;
     let storage = cfg.storage_bytes() - RT_PART_STORAGE;
     let plan = fused_plan(p, p.qkv_bytes(), d, storage, &cfg, vec![]);
-    training(plan, p, caps)
+    training(plan, p, caps, Backward::Tiled)
 }
 
 /// `tiled-coop`: f16 attention on cooperative matrices (shaders/tiled_coop.wgsl): Q Kᵀ and P V as
@@ -81,15 +81,6 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
             p.head_dim
         ));
     }
-    if p.backward {
-        return Err(
-            "no backward on cooperative matrices is built: wgpu 30's cooperative-matrix API has \
-             no element access and no accumulator-to-operand conversion, which the backward needs \
-             for P and dS (recomputed per tile, then fed to three more products); `tiled` runs \
-             the training step at f16"
-                .into(),
-        );
-    }
     let tile = tiled_coop::tile(p);
     let storage = tile.storage_bytes();
     if storage > caps.max_workgroup_storage as u64 {
@@ -100,31 +91,54 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         ));
     }
     let d = tiled_coop::attention(p, caps)?;
-    Ok(fused_plan(
+    let plan = fused_plan(
         p,
         tiled_coop::input_bytes(p),
         d,
         storage,
         &tile,
         tiled_coop::overrides(p),
-    ))
+    );
+    training(plan, p, caps, Backward::Coop)
+}
+
+/// Which fused backward a training plan gets.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Backward {
+    /// kernels/tiled_bwd.rs (any dtype, scalar products).
+    Tiled,
+    /// kernels/tiled_coop_bwd.rs (f16, cooperative matrices).
+    Coop,
 }
 
 /// In training mode (`--backward`), FlashAttention-2's backward after the forward (which then
 /// also writes the row logsumexp L, shaders/tiled_lse.wgsl): `bwd_dot` (D = rowsum(dO ∘ O)),
-/// `bwd_kv` (dK, dV) and `bwd_q` (dQ) from kernels/tiled_bwd.rs. The plan unchanged otherwise.
-fn training(mut plan: Plan, p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
+/// `bwd_kv` (dK, dV) and `bwd_q` (dQ) from kernels/tiled_bwd.rs, or for `tiled-coop` from
+/// kernels/tiled_coop_bwd.rs (its dO padded like Q: the dQ kernel reads whole 16-row tiles). The
+/// plan unchanged otherwise.
+fn training(
+    mut plan: Plan,
+    p: &Problem,
+    caps: &AdapterCaps,
+    bwd: Backward,
+) -> Result<Plan, String> {
     if !p.backward {
         return Ok(plan);
     }
-    tiled_bwd::check(p, caps)?;
+    match bwd {
+        Backward::Tiled => tiled_bwd::check(p, caps)?,
+        Backward::Coop => tiled_coop_bwd::check(p, caps)?,
+    }
     let rows = p.bh() * p.seq as u64 * 4;
     // `split-kv` keeps L in inference too (its combine writes it).
     if plan.buffer("L").is_none() {
         plan.buffers.push(buf("L", rows, Role::Intermediate, false));
     }
-    plan.buffers
-        .push(buf("dO", p.qkv_bytes(), Role::Input, false));
+    let do_bytes = match bwd {
+        Backward::Tiled => p.qkv_bytes(),
+        Backward::Coop => tiled_coop::input_bytes(p),
+    };
+    plan.buffers.push(buf("dO", do_bytes, Role::Input, false));
     plan.buffers
         .push(buf("Dl", rows, Role::Intermediate, false));
     plan.buffers
@@ -145,9 +159,14 @@ fn training(mut plan: Plan, p: &Problem, caps: &AdapterCaps) -> Result<Plan, Str
     let dot = tiled_bwd::bwd_dot(p, ["O", "dO", "Dl"], caps).backward("bwd_dot", vec![saved("O")]);
     plan.dispatches.push(dot);
     inputs.push(save(&plan.dispatches, "Dl", "bwd_dot"));
-    let kv = tiled_bwd::bwd_kv(p, caps)?;
+    let (kv, q) = match bwd {
+        Backward::Tiled => (tiled_bwd::bwd_kv(p, caps)?, tiled_bwd::bwd_q(p, caps)?),
+        Backward::Coop => (
+            tiled_coop_bwd::bwd_kv(p, caps)?,
+            tiled_coop_bwd::bwd_q(p, caps)?,
+        ),
+    };
     plan.dispatches.push(kv.backward("bwd_kv", inputs.clone()));
-    let q = tiled_bwd::bwd_q(p, caps)?;
     plan.dispatches.push(q.backward("bwd_q", inputs));
     plan.grads = vec!["dQ".into(), "dK".into(), "dV".into()];
     plan.training_note = Some(
@@ -237,7 +256,7 @@ pub fn build_split_kv(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         grads: vec![],
         training_note: None,
     };
-    training(plan, p, caps)
+    training(plan, p, caps, Backward::Tiled)
 }
 
 /// Backward-compatible names of the cooperative-matrix kernel's facts.

@@ -1,0 +1,173 @@
+//! `tiled-coop`'s backward (`--backward`): FlashAttention-2's two fused backward passes on
+//! cooperative matrices, f16 in device memory and f32 accumulators, after `tiled_bwd::bwd_dot`
+//! (D = rowsum(dO ∘ O)):
+//!
+//! | dispatch  | WGSL                                               | what |
+//! |-----------|----------------------------------------------------|------|
+//! | `bwd_kv`  | tiled_coop_bwd_kv.wgsl + tiled_coop_lib.wgsl + tiled_mask.wgsl | dK, dV: a workgroup per 64 keys (16 a subgroup) walks the query blocks of 16 rows |
+//! | `bwd_q`   | tiled_coop_bwd_q.wgsl + tiled_coop_lib.wgsl + tiled_mask.wgsl  | dQ: a workgroup per 64 rows (16 a subgroup) walks the key blocks of 16 |
+//!
+//! The forward (tiled_coop.rs, with tiled_lse.wgsl appended) writes the row logsumexp L; both
+//! passes recompute P from Q, K and L. Per 16 x 16 tile, dK/dV runs four products (Sᵀ, dPᵀ,
+//! dV, dK) and dQ three (S, dP, dQ), P and dS crossing workgroup memory as in the forward
+//! (wgpu 30's cooperative matrices have no element access). D <= 64, a multiple of 16.
+
+use super::{bind, check_grid, kernel, mask_slot, with_mask, Storage};
+use crate::gpu::AdapterCaps;
+use crate::plan::{Access, Dispatch, Params, Phase};
+use crate::problem::Problem;
+
+/// Keys (bwd_kv) or query rows (bwd_q) per workgroup: 16 per subgroup, four subgroups.
+pub const BLOCK: u64 = 64;
+/// Query rows (bwd_kv) or keys (bwd_q) per step of the walk.
+pub const STEP: u64 = 16;
+/// The widest head the kernels take: each subgroup holds D / 16 f16 matrices of two operands and
+/// f32 accumulators of two gradients (bwd_kv) in registers.
+pub const MAX_HEAD_DIM: u32 = 64;
+
+/// Workgroup storage of bwd_kv (the larger) at head dimension `d`: K/V then Q/dO staging
+/// 2 x 64 x (d + 8) f16, P and dS 4 x 2 x 256 f16, Sᵀ and dPᵀ 4 x 2 x 256 f32, L and D 2 x 16 f32.
+pub fn storage(d: u32) -> u64 {
+    2 * BLOCK * (d as u64 + 8) * 2 + 2048 * 2 + 2048 * 4 + 2 * 16 * 4
+}
+
+/// Why the backward cannot run this problem here, if it cannot.
+pub fn check(p: &Problem, caps: &AdapterCaps) -> Result<(), String> {
+    if p.head_dim > MAX_HEAD_DIM {
+        return Err(format!(
+            "the cooperative-matrix backward (tiled_coop_bwd_kv.wgsl) keeps K, V, dK and dV of its \
+             16 keys as D / 16 matrices each in a subgroup's registers: D <= {MAX_HEAD_DIM} (got \
+             --head-dim {})",
+            p.head_dim
+        ));
+    }
+    let need = storage(p.head_dim);
+    if need > caps.max_workgroup_storage as u64 {
+        return Err(format!(
+            "the cooperative-matrix backward needs {need} bytes of workgroup storage at D = {}, \
+             this adapter allows {}",
+            p.head_dim, caps.max_workgroup_storage
+        ));
+    }
+    Ok(())
+}
+
+/// (16 x 16 tiles visited per head by a walk of `STEP`-blocks over `BLOCK`-wide owners, the
+/// allowed (row, key) pairs per head): rows owned (dQ) or keys owned (dK/dV) do not change the
+/// count, only which side walks.
+fn visited(p: &Problem) -> (u64, u64) {
+    let n = p.seq as u64;
+    let (mut tiles, mut pairs) = (0, 0);
+    for qb in 0..n.div_ceil(STEP) {
+        let rows = STEP.min(n - qb * STEP);
+        let keys = p.keys_for_row(n.min((qb + 1) * STEP) - 1);
+        tiles += keys.div_ceil(STEP);
+        pairs += rows * keys;
+    }
+    (tiles, pairs)
+}
+
+fn bindings(p: &Problem, outs: &[&str]) -> Vec<crate::plan::BindingDecl> {
+    let mut b = vec![
+        bind("Q", Access::Read),
+        bind("K", Access::Read),
+        bind("V", Access::Read),
+        bind("dO", Access::Read),
+        bind("L", Access::Read),
+        bind("Dl", Access::Read),
+    ];
+    b.extend(outs.iter().map(|o| bind(o, Access::ReadWrite)));
+    with_mask(p, b)
+}
+
+fn overrides(p: &Problem) -> Vec<(String, f64)> {
+    vec![("D16".to_string(), (p.head_dim / 16) as f64)]
+}
+
+/// `bwd_kv`: dK and dV, a workgroup per 64 keys of a K/V head (its group's query heads in turn).
+pub fn bwd_kv(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
+    let (tiles, pairs) = visited(p);
+    let (d, e, bh) = (p.head_dim as u64, p.dtype.bytes(), p.bh());
+    let b = bindings(p, &["dK", "dV"]);
+    let shader = kernel!(
+        "tiled_coop_bwd_kv.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl",
+        Storage::of(p.dtype),
+        mask_slot(&b),
+        dropout = p.dropout().is_some()
+    );
+    let mask = if p.mask.bias.is_some() {
+        bh * pairs * 4
+    } else {
+        0
+    };
+    Ok(Dispatch {
+        name: "bwd_kv".into(),
+        phase: Phase::Backward,
+        saved: vec![],
+        shader,
+        entry: "main",
+        overrides: overrides(p),
+        params: Params::of(p),
+        bindings: b,
+        workgroups: [
+            check_grid("M / 64 key blocks", (p.kv_seq as u64).div_ceil(BLOCK), caps)?,
+            check_grid("B*Hkv", p.batch as u64 * p.kv_heads as u64, caps)?,
+            1,
+        ],
+        // K and V once; per 64 keys and visited block, 16 rows of Q and dO with L and D.
+        reads_bytes: 2 * p.kv_bytes()
+            + bh * tiles.div_ceil(BLOCK / STEP) * STEP * (2 * d * e + 8)
+            + mask,
+        writes_bytes: 2 * p.kv_bytes(),
+        flops: bh * pairs * d * 2 * 4,
+        note: "dK, dV on cooperative matrices: a workgroup per 64 keys walks the query blocks of \
+               16 (from the diagonal when causal); Sᵀ, dPᵀ, dV += (P∘Z)ᵀ dO, dK += dSᵀ Q per tile, \
+               P and dS rounded to f16 through workgroup memory"
+            .into(),
+    })
+}
+
+/// `bwd_q`: dQ, a workgroup per 64 query rows of a head.
+pub fn bwd_q(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
+    let (tiles, pairs) = visited(p);
+    let (d, e, bh) = (p.head_dim as u64, p.dtype.bytes(), p.bh());
+    let b = bindings(p, &["dQ"]);
+    let shader = kernel!(
+        "tiled_coop_bwd_q.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl",
+        Storage::of(p.dtype),
+        mask_slot(&b),
+        dropout = p.dropout().is_some()
+    );
+    let mask = if p.mask.bias.is_some() {
+        bh * pairs * 4
+    } else {
+        0
+    };
+    Ok(Dispatch {
+        name: "bwd_q".into(),
+        phase: Phase::Backward,
+        saved: vec![],
+        shader,
+        entry: "main",
+        overrides: overrides(p),
+        params: Params::of(p),
+        bindings: b,
+        workgroups: [
+            check_grid("N / 64 row blocks", (p.seq as u64).div_ceil(BLOCK), caps)?,
+            check_grid("B*H", bh, caps)?,
+            1,
+        ],
+        // Q, dO, L, D once; per 64 rows and visited block, 16 keys of K and V.
+        reads_bytes: 2 * p.qkv_bytes()
+            + bh * p.seq as u64 * 8
+            + bh * tiles.div_ceil(BLOCK / STEP) * STEP * 2 * d * e
+            + mask,
+        writes_bytes: p.qkv_bytes(),
+        flops: bh * pairs * d * 2 * 3,
+        note:
+            "dQ on cooperative matrices: a workgroup per 64 rows walks the key blocks of 16 (up to \
+               the diagonal when causal); S, dP, dQ += dS K per tile, dS rounded to f16 through \
+               workgroup memory"
+                .into(),
+    })
+}
