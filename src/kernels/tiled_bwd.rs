@@ -2,7 +2,7 @@
 //!
 //! | dispatch  | WGSL                                            | what                                   |
 //! |-----------|-------------------------------------------------|----------------------------------------|
-//! | `bwd_dot` | tiled_bwd_dot.wgsl                              | D = rowsum(dO ∘ O), one thread per row |
+//! | `bwd_dot` | tiled_bwd_dot.wgsl                              | D = rowsum(dO ∘ O), 16 threads per row |
 //! | `bwd_kv`  | tiled_bwd_kv.wgsl + tiled_bwd_common.wgsl       | dK, dV: a workgroup per 32 keys walks the query blocks |
 //! | `bwd_q`   | tiled_bwd_q.wgsl + tiled_bwd_common.wgsl        | dQ: a workgroup per 32 rows walks the key blocks |
 //!
@@ -88,7 +88,8 @@ pub fn bwd_dot(p: &Problem, [o, g, delta]: [&str; 3], caps: &AdapterCaps) -> Dis
             bind(g, Access::Read),
             bind(delta, Access::ReadWrite),
         ],
-        workgroups: grid_2d(rows.div_ceil(64), caps.max_workgroups_per_dimension),
+        // 4 rows per workgroup of 64 threads (tiled_bwd_dot.wgsl).
+        workgroups: grid_2d(rows.div_ceil(4), caps.max_workgroups_per_dimension),
         reads_bytes: 2 * p.qkv_bytes(),
         writes_bytes: rows * 4,
         flops: 2 * p.qkv_elems(),
