@@ -101,7 +101,9 @@ fn overrides(p: &Problem) -> Vec<(String, f64)> {
     vec![("HD".into(), p.head_dim as f64)]
 }
 
-fn bindings(p: &Problem, outs: &[&str]) -> Vec<crate::plan::BindingDecl> {
+/// The fused backward kernels' bindings (these and tiled_coop_bwd.rs's): Q, K, V, dO, L, D, the
+/// gradients `outs`, then the mask.
+pub(crate) fn bindings(p: &Problem, outs: &[&str]) -> Vec<crate::plan::BindingDecl> {
     let mut b = vec![
         bind("Q", Access::Read),
         bind("K", Access::Read),

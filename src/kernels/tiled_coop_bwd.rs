@@ -12,9 +12,10 @@
 //! dV, dK) and dQ three (S, dP, dQ), P and dS crossing workgroup memory as in the forward
 //! (wgpu 30's cooperative matrices have no element access). D <= 64, a multiple of 16.
 
-use super::{bind, check_grid, kernel, mask_slot, with_mask, Storage};
+use super::tiled_bwd::bindings;
+use super::{check_grid, kernel, mask_slot, Storage};
 use crate::gpu::AdapterCaps;
-use crate::plan::{Access, Dispatch, Params, Phase};
+use crate::plan::{Dispatch, Params, Phase};
 use crate::problem::Problem;
 
 /// Keys (bwd_kv) or query rows (bwd_q) per workgroup: 16 per subgroup, four subgroups.
@@ -67,107 +68,83 @@ fn visited(p: &Problem) -> (u64, u64) {
     (tiles, pairs)
 }
 
-fn bindings(p: &Problem, outs: &[&str]) -> Vec<crate::plan::BindingDecl> {
-    let mut b = vec![
-        bind("Q", Access::Read),
-        bind("K", Access::Read),
-        bind("V", Access::Read),
-        bind("dO", Access::Read),
-        bind("L", Access::Read),
-        bind("Dl", Access::Read),
-    ];
-    b.extend(outs.iter().map(|o| bind(o, Access::ReadWrite)));
-    with_mask(p, b)
-}
-
-fn overrides(p: &Problem) -> Vec<(String, f64)> {
-    vec![("D16".to_string(), (p.head_dim / 16) as f64)]
-}
-
 /// `bwd_kv`: dK and dV, a workgroup per 64 keys of a K/V head (its group's query heads in turn).
 pub fn bwd_kv(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
-    let (tiles, pairs) = visited(p);
-    let (d, e, bh) = (p.head_dim as u64, p.dtype.bytes(), p.bh());
-    let b = bindings(p, &["dK", "dV"]);
-    let shader = kernel!(
-        "tiled_coop_bwd_kv.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl",
-        Storage::of(p.dtype),
-        mask_slot(&b),
-        dropout = p.dropout().is_some()
-    );
-    let mask = if p.mask.bias.is_some() {
-        bh * pairs * 4
-    } else {
-        0
-    };
-    Ok(Dispatch {
-        name: "bwd_kv".into(),
-        phase: Phase::Backward,
-        saved: vec![],
-        shader,
-        entry: "main",
-        overrides: overrides(p),
-        params: Params::of(p),
-        bindings: b,
-        workgroups: [
-            check_grid("M / 64 key blocks", (p.kv_seq as u64).div_ceil(BLOCK), caps)?,
-            check_grid("B*Hkv", p.batch as u64 * p.kv_heads as u64, caps)?,
-            1,
-        ],
-        // K and V once; per 64 keys and visited block, 16 rows of Q and dO with L and D.
-        reads_bytes: 2 * p.kv_bytes()
-            + bh * tiles.div_ceil(BLOCK / STEP) * STEP * (2 * d * e + 8)
-            + mask,
-        writes_bytes: 2 * p.kv_bytes(),
-        flops: bh * pairs * d * 2 * 4,
-        note: "dK, dV on cooperative matrices: a workgroup per 64 keys walks the query blocks of \
-               16 (from the diagonal when causal); Sᵀ, dPᵀ, dV += (P∘Z)ᵀ dO, dK += dSᵀ Q per tile, \
-               P and dS rounded to f16 through workgroup memory"
-            .into(),
-    })
+    pass(p, caps, true)
 }
 
 /// `bwd_q`: dQ, a workgroup per 64 query rows of a head.
 pub fn bwd_q(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
+    pass(p, caps, false)
+}
+
+fn pass(p: &Problem, caps: &AdapterCaps, kv: bool) -> Result<Dispatch, String> {
     let (tiles, pairs) = visited(p);
     let (d, e, bh) = (p.head_dim as u64, p.dtype.bytes(), p.bh());
-    let b = bindings(p, &["dQ"]);
-    let shader = kernel!(
-        "tiled_coop_bwd_q.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl",
-        Storage::of(p.dtype),
-        mask_slot(&b),
-        dropout = p.dropout().is_some()
-    );
+    let (st, drop) = (Storage::of(p.dtype), p.dropout().is_some());
+    let b = bindings(p, if kv { &["dK", "dV"] } else { &["dQ"] });
     let mask = if p.mask.bias.is_some() {
         bh * pairs * 4
     } else {
         0
     };
+    // Per 64 owned keys (rows) and visited block: 16 rows of Q and dO with L and D (16 keys of K
+    // and V).
+    let walked = bh * tiles.div_ceil(BLOCK / STEP) * STEP;
+    let (name, shader, grid, reads, writes, products, note) = if kv {
+        (
+            "bwd_kv",
+            kernel!(
+                "tiled_coop_bwd_kv.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl",
+                st,
+                mask_slot(&b),
+                dropout = drop
+            ),
+            [
+                check_grid("M / 64 key blocks", (p.kv_seq as u64).div_ceil(BLOCK), caps)?,
+                check_grid("B*Hkv", p.batch as u64 * p.kv_heads as u64, caps)?,
+            ],
+            2 * p.kv_bytes() + walked * (2 * d * e + 8),
+            2 * p.kv_bytes(),
+            4,
+            "dK, dV on cooperative matrices: a workgroup per 64 keys walks the query blocks of 16 \
+             (from the diagonal when causal); Sᵀ, dPᵀ, dV += (P∘Z)ᵀ dO, dK += dSᵀ Q per tile, P \
+             and dS rounded to f16 through workgroup memory",
+        )
+    } else {
+        (
+            "bwd_q",
+            kernel!(
+                "tiled_coop_bwd_q.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl",
+                st,
+                mask_slot(&b),
+                dropout = drop
+            ),
+            [
+                check_grid("N / 64 row blocks", (p.seq as u64).div_ceil(BLOCK), caps)?,
+                check_grid("B*H", bh, caps)?,
+            ],
+            2 * p.qkv_bytes() + bh * p.seq as u64 * 8 + walked * 2 * d * e,
+            p.qkv_bytes(),
+            3,
+            "dQ on cooperative matrices: a workgroup per 64 rows walks the key blocks of 16 (up to \
+             the diagonal when causal); S, dP, dQ += dS K per tile, dS rounded to f16 through \
+             workgroup memory",
+        )
+    };
     Ok(Dispatch {
-        name: "bwd_q".into(),
+        name: name.into(),
         phase: Phase::Backward,
         saved: vec![],
         shader,
         entry: "main",
-        overrides: overrides(p),
+        overrides: vec![("D16".to_string(), (p.head_dim / 16) as f64)],
         params: Params::of(p),
         bindings: b,
-        workgroups: [
-            check_grid("N / 64 row blocks", (p.seq as u64).div_ceil(BLOCK), caps)?,
-            check_grid("B*H", bh, caps)?,
-            1,
-        ],
-        // Q, dO, L, D once; per 64 rows and visited block, 16 keys of K and V.
-        reads_bytes: 2 * p.qkv_bytes()
-            + bh * p.seq as u64 * 8
-            + bh * tiles.div_ceil(BLOCK / STEP) * STEP * 2 * d * e
-            + mask,
-        writes_bytes: p.qkv_bytes(),
-        flops: bh * pairs * d * 2 * 3,
-        note:
-            "dQ on cooperative matrices: a workgroup per 64 rows walks the key blocks of 16 (up to \
-               the diagonal when causal); S, dP, dQ += dS K per tile, dS rounded to f16 through \
-               workgroup memory"
-                .into(),
+        workgroups: [grid[0], grid[1], 1],
+        reads_bytes: reads + mask,
+        writes_bytes: writes,
+        flops: bh * pairs * d * 2 * products,
+        note: note.into(),
     })
 }
