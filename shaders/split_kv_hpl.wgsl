@@ -122,29 +122,7 @@ fn main(
     if (GROUP > 2u) { store_acc(kg, 2u, m2, a2, lane, d, wpr, ng); }
     if (GROUP > 3u) { store_acc(kg, 3u, m3, a3, lane, d, wpr, ng); }
     workgroupBarrier();
-    for (var e = t; e < GROUP * d; e += WG) {
-        let hg = e / d;
-        let c = e % d;
-        var o = 0.0;
-        for (var r = 0u; r < ng; r++) {
-            o += sacc[(r * GROUP + hg) * d + c];
-        }
-        po[(((g0 + hg) * n + i) * SPLITS + split) * d + c] = o;
-    }
-    if (t < GROUP) {
-        var mt = ninf;
-        for (var r = 0u; r < ng; r++) {
-            mt = max(mt, sml[r * GROUP + t].x);
-        }
-        var l = 0.0;
-        for (var r = 0u; r < ng; r++) {
-            let ml = sml[r * GROUP + t];
-            if (ml.x > ninf) {
-                l += ml.y * exp2(ml.x - mt);
-            }
-        }
-        pml[((g0 + t) * n + i) * SPLITS + split] = vec2<f32>(mt, l);
-    }
+    write_partials(t, d, ng, g0, n, i, split);
 }
 
 // Head c's query words of this lane (0 past the row).

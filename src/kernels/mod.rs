@@ -19,10 +19,11 @@
 //! | `tiled_coop.rs` | tiled_coop.wgsl or tiled_coop_rt2.wgsl + tiled_coop_lib.wgsl + tiled_mask.wgsl | tiled-coop |
 //! | `softmax_bwd.rs` | softmax_bwd.wgsl (`softmax_bwd`, `normalize_bwd`, `exp_bwd`), mask_bwd.wgsl | unfused*, math (`--backward`) |
 //! | `tiled_coop_bwd.rs` | tiled_coop_bwd_{kv,q}.wgsl + tiled_coop_lib.wgsl + tiled_mask.wgsl | tiled-coop (`--backward`) |
-//! | `tiled_bwd.rs`  | tiled_bwd_dot.wgsl, tiled_bwd_{kv,q}.wgsl + tiled_bwd_common.wgsl + tiled_bwd_d{32,64}.wgsl | tiled, tiled-subgroup (`--backward`) |
+//! | `tiled_bwd.rs`  | tiled_bwd_dot.wgsl, tiled_bwd_{kv,q}.wgsl + tiled_bwd_common.wgsl + tiled_bwd_d{32,64}.wgsl | tiled, tiled-subgroup, split-kv (`--backward`; `bwd_dot` also tiled-coop) |
+//! | `split_kv.rs`   | split_kv_hpl.wgsl or split_kv.wgsl + split_kv_lib.wgsl; split_kv_combine.wgsl | split-kv |
 //!
-//! `tiled.rs` also appends tiled_lse.wgsl (training: the row logsumexp L) or tiled_nolse.wgsl to
-//! the register-tiled forward kernels; `pv.rs` has `ptv` (pv.wgsl with `TRANS`: Pᵀ·X).
+//! `tiled.rs` and `tiled_coop.rs` also append tiled_lse.wgsl (training: the row logsumexp L) or
+//! tiled_nolse.wgsl to the forward kernels; `pv.rs` has `ptv` (pv.wgsl with `TRANS`: Pᵀ·X).
 //!
 //! # Shader composition
 //! A kernel that touches Q/K/V/O or the mask is written once and composed (`kernel!`) from

@@ -219,14 +219,14 @@ fn split_part(
     let kv_groups = count;
     let shader = if lay.every_head {
         kernel!(
-            "split_kv_hpl.wgsl",
+            "split_kv_hpl.wgsl" + "split_kv_lib.wgsl",
             st,
             mask_slot(&bindings),
             dropout = p.dropout().is_some()
         )
     } else {
         kernel!(
-            "split_kv.wgsl",
+            "split_kv.wgsl" + "split_kv_lib.wgsl",
             st,
             mask_slot(&bindings),
             dropout = p.dropout().is_some()
