@@ -576,3 +576,50 @@ fn override_of(plan: &attn_wgpu::plan::Plan, k: &str) -> Option<f64> {
         .find(|(n, _)| n == k)
         .map(|x| x.1)
 }
+
+/// split-kv's layout and the kernel it picks agree: with GQA groups of at most 4 heads the split
+/// pass is split_kv_hpl.wgsl, whose key groups are all 128 / KW lane sets, and the host's block
+/// (`step`) is that many key groups times the unroll, so that every slice finds blocks; larger
+/// groups take split_kv.wgsl, whose key groups are 128 / KW / GROUP.
+#[test]
+fn split_kv_layout_follows_its_kernel() {
+    use attn_wgpu::kernels::split_kv;
+    let mut c = caps().with_shader_features(variants::SHADER_FEATURES);
+    c.subgroup_min_size = 32;
+    c.subgroup_max_size = 32;
+    c.max_workgroup_storage = 49152;
+    c.max_storage_binding = (1 << 31) - 4;
+    for (b, hq, hkv, m, every_head) in [
+        (1u32, 32u32, 8u32, 4096u32, true),
+        (16, 32, 8, 4096, true),
+        (2, 8, 8, 5000, true),
+        (2, 32, 4, 5000, false),
+    ] {
+        let mut p = Problem::new(b, hq, 1, 128, false, 0);
+        p.dtype = attn_wgpu::problem::DType::F16;
+        p.kv_heads = hkv;
+        p.kv_seq = m;
+        let lay = split_kv::layout(&p, &c).unwrap();
+        assert_eq!(lay.every_head, every_head, "B{b} Hq{hq} Hkv{hkv}");
+        let groups = if every_head {
+            128 / lay.kw
+        } else {
+            128 / lay.kw / (hq / hkv)
+        };
+        assert_eq!(lay.groups(hq / hkv), groups);
+        assert_eq!(lay.step, (groups * lay.unroll) as u64);
+        // Every slice gets at least one block of keys.
+        assert!(
+            lay.splits <= (m as u64).div_ceil(lay.step),
+            "B{b} M{m}: {lay:?}"
+        );
+        let plan = variants::plan("split-kv", &p, &c).unwrap();
+        let file = plan.dispatches[0].shader.file;
+        let want = if every_head {
+            "split_kv_hpl.wgsl"
+        } else {
+            "split_kv.wgsl"
+        };
+        assert!(file.starts_with(want), "{file}");
+    }
+}
