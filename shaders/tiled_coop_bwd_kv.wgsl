@@ -14,13 +14,16 @@ enable wgpu_cooperative_matrix;
 //      dS = P ∘ (dP ∘ Z - D)·scale (Z: the dropout factors, D = rowsum(dO ∘ O)), each rounded to
 //      one f16 (as FlashAttention-2 rounds them) into sp;
 //   3. dV += (P ∘ Z)ᵀ dO and dK += dSᵀ Q.
-// The 64 keys' K and V go through the same workgroup arrays first (ks, vs), then each block's Q and
-// dO. Workgroup storage at D = 64: ks, vs 2 x 64 x 72 f16, sp 4 x 2 x 16 x 16 f16, sf 4 x 2 x 16 x
-// 16 f32, L and D 2 x 16 f32: 30848 bytes.
+// Each subgroup loads its K and V matrices once, straight from device memory (K and V are padded
+// by 128 rows past the last head, so a subgroup's 16 rows never leave the buffer; rows past M are
+// masked), so the workgroup arrays hold one block: ks, vs 2 x 16 x 72 f16, sp 4 x 2 x 16 x 16 f16,
+// sf 4 x 2 x 16 x 16 f32, L and D 2 x 16 f32: 17024 bytes at D = 64. Staging the 64 keys through
+// workgroup memory first (ks, vs of 64 rows, 30848 bytes) ran 1.56x as long at N = 4096 on the
+// H200 (8650 against 5547 µs, results/h200/2026-12-04-v34-bwd-kv-direct): fewer workgroups fit.
 
 @group(0) @binding(1) var<storage, read> q: array<vec4<u32>>;  // 8 halves per element
-@group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> v: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> k: array<st>;         // K, read as matrices
+@group(0) @binding(3) var<storage, read> v: array<st>;
 @group(0) @binding(4) var<storage, read> g: array<vec4<u32>>;  // dO
 @group(0) @binding(5) var<storage, read> lse: array<f32>;
 @group(0) @binding(6) var<storage, read> delta: array<f32>;
@@ -34,8 +37,8 @@ const LO: u32 = 0u;   // tiled_coop_lib's st_p: one f16
 override D16: u32 = 4u;
 override KP: u32 = D16 * 16u + 8u;
 
-var<workgroup> ks: array<f16, BK * KP>;  // K of the 64 keys, then each block's Q ([row][KP])
-var<workgroup> vs: array<f16, BK * KP>;  // V, then dO
+var<workgroup> ks: array<f16, BC * KP>;  // each block's Q ([row][KP])
+var<workgroup> vs: array<f16, BC * KP>;  // dO
 var<workgroup> sp: array<f16, 2048>;     // per subgroup [16 rows][16 keys] x 2: P ∘ Z, dS
 var<workgroup> sf: array<f32, 2048>;     // per subgroup Sᵀ and dPᵀ ([16 rows][16 keys]), or dK, dV
 var<workgroup> ls: array<f32, 16>;       // L of the block's rows
@@ -80,22 +83,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     let fb = sg * 512u;
     let pb = sg * 512u;
 
-    // K and V of the 64 keys (0 past M) through ks / vs into this subgroup's matrices.
-    let kvb = kvh * nk * d8;
-    let kw = BK * d8;
-    for (var e = t; e < kw; e += 128u) {
-        stage(e, d8, kw, ld_k(kvb, j0, e, nk, d8, kw), ld_v(kvb, j0, e, nk, d8, kw));
-    }
+    // This subgroup's 16 keys of K and V as matrices, straight from device memory.
     for (var e = lane; e < 256u; e += 32u) {
         sf[fb + e] = 0.0;
     }
-    workgroupBarrier();
+    subgroupBarrier();
     let zero = coopLoadT<coop_mat16x16<f32, C>>(&sf[fb], 16u);
-    let kr = sg * 16u * KP;
-    ka0 = coopLoadT<coop_mat16x16<f16, A>>(&ks[kr], KP); va0 = coopLoadT<coop_mat16x16<f16, A>>(&vs[kr], KP); dk0 = zero; dv0 = zero;
-    if (D16 > 1u) { ka1 = coopLoadT<coop_mat16x16<f16, A>>(&ks[kr + 16u], KP); va1 = coopLoadT<coop_mat16x16<f16, A>>(&vs[kr + 16u], KP); dk1 = zero; dv1 = zero; }
-    if (D16 > 2u) { ka2 = coopLoadT<coop_mat16x16<f16, A>>(&ks[kr + 32u], KP); va2 = coopLoadT<coop_mat16x16<f16, A>>(&vs[kr + 32u], KP); dk2 = zero; dv2 = zero; }
-    if (D16 > 3u) { ka3 = coopLoadT<coop_mat16x16<f16, A>>(&ks[kr + 48u], KP); va3 = coopLoadT<coop_mat16x16<f16, A>>(&vs[kr + 48u], KP); dk3 = zero; dv3 = zero; }
+    let kr = (kvh * nk + js) * d;
+    ka0 = coopLoadT<coop_mat16x16<f16, A>>(&k[kr], d); va0 = coopLoadT<coop_mat16x16<f16, A>>(&v[kr], d); dk0 = zero; dv0 = zero;
+    if (D16 > 1u) { ka1 = coopLoadT<coop_mat16x16<f16, A>>(&k[kr + 16u], d); va1 = coopLoadT<coop_mat16x16<f16, A>>(&v[kr + 16u], d); dk1 = zero; dv1 = zero; }
+    if (D16 > 2u) { ka2 = coopLoadT<coop_mat16x16<f16, A>>(&k[kr + 32u], d); va2 = coopLoadT<coop_mat16x16<f16, A>>(&v[kr + 32u], d); dk2 = zero; dv2 = zero; }
+    if (D16 > 3u) { ka3 = coopLoadT<coop_mat16x16<f16, A>>(&k[kr + 48u], d); va3 = coopLoadT<coop_mat16x16<f16, A>>(&v[kr + 48u], d); dk3 = zero; dv3 = zero; }
 
     // Causal: the first block of rows that sees key j0 (row i sees keys up to i + causal_off).
     var first = 0u;
@@ -115,7 +113,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
             pst = ld_stats(head, first + t, n);
         }
         for (var i0 = first; i0 < n; i0 += BC) {
-            // The previous block's (or K and V's) matrix loads are done before Q and dO go in.
+            // The previous block's matrix loads are done before Q and dO go in.
             workgroupBarrier();
             stage(t, d8, words, pq, pg);
             if (t < 16u) {

@@ -1,27 +1,13 @@
 // tiled_coop_lib.wgsl — the helpers both cooperative-matrix kernels share (tiled_coop.wgsl, one
 // row tile of 16 query rows a subgroup; tiled_coop_rt2.wgsl, two): K/V loads and staging, the
 // score reads from `sf`, P's rounding and stores, dropout factors and O's stores. They use the
-// including kernel's bindings (k, v, o), workgroup arrays (ks, vs, sf, sp), constants (KP, LO)
-// and `st_lo` (where P's low part goes: sl in the forward kernels; the backward kernels,
-// tiled_coop_bwd_*.wgsl, have LO = 0 and no sl).
+// including kernel's binding `o`, workgroup arrays (ks, vs, sf, sp), constants (KP, LO) and
+// `st_lo` (where P's low part goes: sl in the forward kernels; the backward kernels,
+// tiled_coop_bwd_*.wgsl, have LO = 0 and no sl). The kernels that stage K and V block by block
+// (all but tiled_coop_bwd_kv.wgsl) also include tiled_coop_kv.wgsl, which reads the bindings k, v.
 
-// Element e of this block's K (or V) rows: 8 halves at row e / d8, column 8 (e % d8); 0 past the
-// M keys and past the block's `words` elements.
-fn ld_k(kvb: u32, j0: u32, e: u32, n: u32, d8: u32, words: u32) -> vec4<u32> {
-    if (e >= words || j0 + e / d8 >= n) {
-        return vec4<u32>(0u);
-    }
-    return k[kvb + j0 * d8 + e];
-}
-
-fn ld_v(kvb: u32, j0: u32, e: u32, n: u32, d8: u32, words: u32) -> vec4<u32> {
-    if (e >= words || j0 + e / d8 >= n) {
-        return vec4<u32>(0u);
-    }
-    return v[kvb + j0 * d8 + e];
-}
-
-// Writes element e of K and V into ks and vs ([key][KP]), if the block has it.
+// Writes element e of a block's K and V (or, in tiled_coop_bwd_kv.wgsl, Q and dO) rows into ks
+// and vs ([row][KP]), if the block has it.
 fn stage(e: u32, d8: u32, words: u32, kx: vec4<u32>, vx: vec4<u32>) {
     if (e >= words) {
         return;

@@ -1,7 +1,7 @@
 //! `attention` on cooperative matrices (the `tiled-coop` variant): f16 Q·Kᵀ and P·V as 16 x 16 x
 //! 16 products with f32 accumulators, four independent 32-wide subgroups per workgroup, key
 //! blocks of 16 keys, any D that is a multiple of 16 up to 256. Two kernels, sharing
-//! tiled_coop_lib.wgsl + tiled_mask.wgsl: for D <= [`RT2_MAX_HEAD_DIM`],
+//! tiled_coop_lib.wgsl + tiled_coop_kv.wgsl + tiled_mask.wgsl: for D <= [`RT2_MAX_HEAD_DIM`],
 //! shaders/tiled_coop_rt2.wgsl (two row tiles of 16 a subgroup: 128 query rows a workgroup);
 //! above, shaders/tiled_coop.wgsl (one: 64 rows).
 
@@ -87,25 +87,41 @@ pub fn attention(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
     // for tiled_coop_bwd.rs (binding 5, after O).
     let shader = match (two_tiles(p), p.backward) {
         (true, false) => kernel!(
-            "tiled_coop_rt2.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl",
+            "tiled_coop_rt2.wgsl"
+                + "tiled_coop_lib.wgsl"
+                + "tiled_coop_kv.wgsl"
+                + "tiled_mask.wgsl"
+                + "tiled_nolse.wgsl",
             st,
             mask,
             dropout = dropout
         ),
         (true, true) => kernel!(
-            "tiled_coop_rt2.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl",
+            "tiled_coop_rt2.wgsl"
+                + "tiled_coop_lib.wgsl"
+                + "tiled_coop_kv.wgsl"
+                + "tiled_mask.wgsl"
+                + "tiled_lse.wgsl",
             st,
             mask,
             dropout = dropout
         ),
         (false, false) => kernel!(
-            "tiled_coop.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl",
+            "tiled_coop.wgsl"
+                + "tiled_coop_lib.wgsl"
+                + "tiled_coop_kv.wgsl"
+                + "tiled_mask.wgsl"
+                + "tiled_nolse.wgsl",
             st,
             mask,
             dropout = dropout
         ),
         (false, true) => kernel!(
-            "tiled_coop.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl",
+            "tiled_coop.wgsl"
+                + "tiled_coop_lib.wgsl"
+                + "tiled_coop_kv.wgsl"
+                + "tiled_mask.wgsl"
+                + "tiled_lse.wgsl",
             st,
             mask,
             dropout = dropout

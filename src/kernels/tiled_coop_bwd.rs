@@ -26,10 +26,11 @@ pub const STEP: u64 = 16;
 /// f32 accumulators of two gradients (bwd_kv) in registers.
 pub const MAX_HEAD_DIM: u32 = 64;
 
-/// Workgroup storage of bwd_kv (the larger) at head dimension `d`: K/V then Q/dO staging
-/// 2 x 64 x (d + 8) f16, P and dS 4 x 2 x 256 f16, Sᵀ and dPᵀ 4 x 2 x 256 f32, L and D 2 x 16 f32.
+/// Workgroup storage of bwd_kv (the larger) at head dimension `d`: Q/dO staging 2 x 16 x (d + 8)
+/// f16 (K and V are read as matrices straight from device memory), P and dS 4 x 2 x 256 f16, Sᵀ and
+/// dPᵀ 4 x 2 x 256 f32, L and D 2 x 16 f32.
 pub fn storage(d: u32) -> u64 {
-    2 * BLOCK * (d as u64 + 8) * 2 + 2048 * 2 + 2048 * 4 + 2 * 16 * 4
+    2 * STEP * (d as u64 + 8) * 2 + 2048 * 2 + 2048 * 4 + 2 * 16 * 4
 }
 
 /// Why the backward cannot run this problem here, if it cannot.
@@ -115,7 +116,7 @@ fn pass(p: &Problem, caps: &AdapterCaps, kv: bool) -> Result<Dispatch, String> {
         (
             "bwd_q",
             kernel!(
-                "tiled_coop_bwd_q.wgsl" + "tiled_coop_lib.wgsl" + "tiled_mask.wgsl",
+                "tiled_coop_bwd_q.wgsl" + "tiled_coop_lib.wgsl" + "tiled_coop_kv.wgsl" + "tiled_mask.wgsl",
                 st,
                 mask_slot(&b),
                 dropout = drop
