@@ -8,18 +8,20 @@ enable wgpu_cooperative_matrix;
 // (D16 = D / 16 of each, D <= 64), and walks the query blocks of 16 rows that see them (from the
 // diagonal when causal), for each query head of the K/V head's group in turn. Per block (Q, dO
 // rows staged in workgroup memory, with their L and D):
-//   1. Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (16 keys x 16 rows, f32) to sf;
-//   2. lane (key = lane % 16, half = lane / 16) reads rows half + 2e and 8 + half + 2e of both and
-//      recomputes P = exp2(S·scale·log2 e + bias·log2 e - L) (0 where masked), then P ∘ Z and
-//      dS = P ∘ (dP ∘ Z - D)·scale (Z: the dropout factors, D = rowsum(dO ∘ O)), each rounded to
+//   1. Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (16 keys x 16 rows, f32), Sᵀ to sf;
+//   2. lane (key = lane % 16, half = lane / 16) reads rows half + 2e and 8 + half + 2e of Sᵀ and
+//      recomputes P = exp2(S·scale·log2 e + bias·log2 e - L) (0 where masked); dPᵀ then takes
+//      Sᵀ's place in sf, and the lane makes P ∘ Z and dS = P ∘ (dP ∘ Z - D)·scale (Z: the dropout factors, D = rowsum(dO ∘ O)), each rounded to
 //      one f16 (as FlashAttention-2 rounds them) into sp;
 //   3. dV += (P ∘ Z)ᵀ dO and dK += dSᵀ Q.
 // Each subgroup loads its K and V matrices once, straight from device memory (K and V are padded
 // by 128 rows past the last head, so a subgroup's 16 rows never leave the buffer; rows past M are
 // masked), so the workgroup arrays hold one block: ks, vs 2 x 16 x 72 f16, sp 4 x 2 x 16 x 16 f16,
-// sf 4 x 2 x 16 x 16 f32, L and D 2 x 16 f32: 17024 bytes at D = 64. Staging the 64 keys through
-// workgroup memory first (ks, vs of 64 rows, 30848 bytes) ran 1.56x as long at N = 4096 on the
-// H200 (8650 against 5547 µs, results/h200/2026-12-04-v34-bwd-kv-direct): fewer workgroups fit.
+// sf 4 x 16 x 16 f32 (one tile a subgroup: Sᵀ, then dPᵀ), L and D 2 x 16 f32: 12928 bytes at
+// D = 64. Workgroup storage is what limits this kernel on the H200 (B8 H16 N4096 D64 causal,
+// results/h200/2026-12-04-v34-bwd-kv-direct): staging the 64 keys' K and V through workgroup
+// memory first (30848 bytes) ran 8650 µs, reading them as matrices (17024) 5554, the same kernel
+// with 13824 unused bytes added back (30848) 8336; one sf tile instead of two (12928) 5120.
 
 @group(0) @binding(1) var<storage, read> q: array<vec4<u32>>;  // 8 halves per element
 @group(0) @binding(2) var<storage, read> k: array<st>;         // K, read as matrices
@@ -40,7 +42,7 @@ override KP: u32 = D16 * 16u + 8u;
 var<workgroup> ks: array<f16, BC * KP>;  // each block's Q ([row][KP])
 var<workgroup> vs: array<f16, BC * KP>;  // dO
 var<workgroup> sp: array<f16, 2048>;     // per subgroup [16 rows][16 keys] x 2: P ∘ Z, dS
-var<workgroup> sf: array<f32, 2048>;     // per subgroup Sᵀ and dPᵀ ([16 rows][16 keys]), or dK, dV
+var<workgroup> sf: array<f32, 1024>;     // per subgroup Sᵀ, then dPᵀ ([16 rows][16 keys]), or dK, dV
 var<workgroup> ls: array<f32, 16>;       // L of the block's rows
 var<workgroup> dls: array<f32, 16>;      // D of the block's rows
 
@@ -80,7 +82,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     let causal = params.causal != 0u;
     let ninf = neg_inf();
     let sc = params.scale * LOG2E;
-    let fb = sg * 512u;
+    let fb = sg * 256u;
     let pb = sg * 512u;
 
     // This subgroup's 16 keys of K and V as matrices, straight from device memory.
@@ -139,7 +141,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
             if (D16 > 2u) { s = coopMultiplyAdd(ka2, coopLoad<coop_mat16x16<f16, B>>(&ks[32u], KP), s); dp = coopMultiplyAdd(va2, coopLoad<coop_mat16x16<f16, B>>(&vs[32u], KP), dp); }
             if (D16 > 3u) { s = coopMultiplyAdd(ka3, coopLoad<coop_mat16x16<f16, B>>(&ks[48u], KP), s); dp = coopMultiplyAdd(va3, coopLoad<coop_mat16x16<f16, B>>(&vs[48u], KP), dp); }
             coopStore(s, &sf[fb], 16u);
-            coopStore(dp, &sf[fb + 256u], 16u);
             subgroupBarrier();
 
             // 2. P ∘ Z and dS of this lane's key j with rows i0 + half + 2e (a) and + 8 (b).
@@ -149,14 +150,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
                           - vec4<f32>(ls[ra.x], ls[ra.y], ls[ra.z], ls[ra.w]));
             let pbv = exp2(masked_col(ld_s(fb, half, row, 8u) * sc, head, i0 + rb, j, n, nk, causal, ninf)
                            - vec4<f32>(ls[rb.x], ls[rb.y], ls[rb.z], ls[rb.w]));
+            subgroupBarrier();
+            coopStore(dp, &sf[fb], 16u);
+            subgroupBarrier();
             var za = vec4<f32>(1.0);
             var zb = vec4<f32>(1.0);
             if (DROPOUT) {
                 za = drop_col(head, i0 + ra, j);
                 zb = drop_col(head, i0 + rb, j);
             }
-            let dpa = ld_s(fb + 256u, half, row, 0u) * za;
-            let dpb = ld_s(fb + 256u, half, row, 8u) * zb;
+            let dpa = ld_s(fb, half, row, 0u) * za;
+            let dpb = ld_s(fb, half, row, 8u) * zb;
             st_p(pb, half, row, 0u, pa * za);
             st_p(pb, half, row, 8u, pbv * zb);
             st_p(pb + 256u, half, row, 0u, pa * (dpa - vec4<f32>(dls[ra.x], dls[ra.y], dls[ra.z], dls[ra.w])) * params.scale);
@@ -173,30 +177,23 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
         }
     }
 
-    // dK and dV of this lane's key through sf, two tiles (32 columns) at a time.
+    // dK and dV of this lane's key through sf, one tile (16 columns) at a time.
     let live = j < nk;
     let ob = (kvh * nk + j) * d;
     subgroupBarrier();
-    coopStore(dk0, &sf[fb], 16u);
-    if (D16 > 1u) { coopStore(dk1, &sf[fb + 256u], 16u); }
-    subgroupBarrier();
-    if (live) { st_row32(ob, d, half, row, fb, 0u, true); }
-    subgroupBarrier();
-    coopStore(dv0, &sf[fb], 16u);
-    if (D16 > 1u) { coopStore(dv1, &sf[fb + 256u], 16u); }
-    subgroupBarrier();
-    if (live) { st_row32(ob, d, half, row, fb, 0u, false); }
+    coopStore(dk0, &sf[fb], 16u); subgroupBarrier(); if (live) { st_row16(ob, d, half, row, fb, 0u, true); } subgroupBarrier();
+    coopStore(dv0, &sf[fb], 16u); subgroupBarrier(); if (live) { st_row16(ob, d, half, row, fb, 0u, false); } subgroupBarrier();
+    if (D16 > 1u) {
+        coopStore(dk1, &sf[fb], 16u); subgroupBarrier(); if (live) { st_row16(ob, d, half, row, fb, 16u, true); } subgroupBarrier();
+        coopStore(dv1, &sf[fb], 16u); subgroupBarrier(); if (live) { st_row16(ob, d, half, row, fb, 16u, false); } subgroupBarrier();
+    }
     if (D16 > 2u) {
-        subgroupBarrier();
-        coopStore(dk2, &sf[fb], 16u);
-        if (D16 > 3u) { coopStore(dk3, &sf[fb + 256u], 16u); }
-        subgroupBarrier();
-        if (live) { st_row32(ob, d, half, row, fb, 32u, true); }
-        subgroupBarrier();
-        coopStore(dv2, &sf[fb], 16u);
-        if (D16 > 3u) { coopStore(dv3, &sf[fb + 256u], 16u); }
-        subgroupBarrier();
-        if (live) { st_row32(ob, d, half, row, fb, 32u, false); }
+        coopStore(dk2, &sf[fb], 16u); subgroupBarrier(); if (live) { st_row16(ob, d, half, row, fb, 32u, true); } subgroupBarrier();
+        coopStore(dv2, &sf[fb], 16u); subgroupBarrier(); if (live) { st_row16(ob, d, half, row, fb, 32u, false); } subgroupBarrier();
+    }
+    if (D16 > 3u) {
+        coopStore(dk3, &sf[fb], 16u); subgroupBarrier(); if (live) { st_row16(ob, d, half, row, fb, 48u, true); } subgroupBarrier();
+        coopStore(dv3, &sf[fb], 16u); subgroupBarrier(); if (live) { st_row16(ob, d, half, row, fb, 48u, false); }
     }
 }
 
@@ -237,10 +234,10 @@ fn drop_col(head: u32, i: vec4<u32>, j: u32) -> vec4<f32> {
     return vec4<f32>(drop1(head, i.x, j), drop1(head, i.y, j), drop1(head, i.z, j), drop1(head, i.w, j));
 }
 
-// Columns c0 .. c0 + 31 of this lane's key row (sf holds them as two [16][16] tiles) to dK (`o`,
+// Columns c0 .. c0 + 15 of this lane's key row (sf holds them as one [16][16] tile) to dK (`o`,
 // via tiled_coop_lib's st_o) or dV.
-fn st_row32(ob: u32, d: u32, half: u32, row: u32, fb: u32, c0: u32, to_dk: bool) {
-    for (var c = 0u; c < 32u; c += 8u) {
+fn st_row16(ob: u32, d: u32, half: u32, row: u32, fb: u32, c0: u32, to_dk: bool) {
+    for (var c = 0u; c < 16u; c += 8u) {
         let x = ld_s(fb, half, row, c);
         if (to_dk) {
             st_o(ob, d, half, c0 + c, x);

@@ -6,14 +6,15 @@ enable wgpu_cooperative_matrix;
 // subgroup g owns rows 16g .. 16g + 15 and keeps their Q and dO as f16 matrices and dQ as f32
 // accumulators (D16 = D / 16 of each, D <= 64). Per key block of 16 keys (staged in workgroup
 // memory as the forward does, tiled_coop_lib.wgsl):
-//   1. S = Q Kᵀ and dP = dO Vᵀ (16 x 16 each, f32) to sf;
-//   2. lane (row = lane % 16, half = lane / 16) reads its 8 keys of both and recomputes
+//   1. S = Q Kᵀ and dP = dO Vᵀ (16 x 16 each, f32), S to sf;
+//   2. lane (row = lane % 16, half = lane / 16) reads its 8 keys of S and recomputes
 //      P = exp2(S·scale·log2 e + bias·log2 e - L) (0 where masked; L = +inf for a row with no
-//      allowed key), dS = P ∘ (dP ∘ Z - D)·scale (Z: the dropout factors, D = rowsum(dO ∘ O)),
+//      allowed key); dP then takes S's place in sf, and the lane makes dS = P ∘ (dP ∘ Z - D)·scale (Z: the dropout factors, D = rowsum(dO ∘ O)),
 //      rounded to one f16 (as FlashAttention-2 rounds dS) into sp;
 //   3. dQ += dS K.
 // Causal blocks above the subgroup's rows are skipped. Workgroup storage: K and V 2 x 16 x (D + 8)
-// f16, dS 4 x 16 x 16 f16, S and dP 4 x 2 x 16 x 16 f32: 14848 bytes at D = 64.
+// f16, dS 4 x 16 x 16 f16, S then dP 4 x 16 x 16 f32: 10752 bytes at D = 64 (S and dP side by
+// side, 14848, ran 3620 against 3543 µs at N = 4096: results/h200/2026-12-04-v34-bwd-kv-direct).
 
 @group(0) @binding(1) var<storage, read> q: array<st>;
 @group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;  // 8 halves per element
@@ -33,7 +34,7 @@ override KP: u32 = D16 * 16u + 8u;
 var<workgroup> ks: array<f16, BC * KP>;  // [key][KP]
 var<workgroup> vs: array<f16, BC * KP>;
 var<workgroup> sp: array<f16, 1024>;     // per subgroup [16 keys][16 rows]: dS
-var<workgroup> sf: array<f32, 2048>;     // per subgroup S and dP ([16 keys][16 rows] each), or dQ
+var<workgroup> sf: array<f32, 1024>;     // per subgroup S, then dP ([16 keys][16 rows]), or dQ
 
 var<private> qa0: coop_mat16x16<f16, A>;
 var<private> qa1: coop_mat16x16<f16, A>;
@@ -67,7 +68,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     let causal = params.causal != 0u;
     let ninf = neg_inf();
     let sc = params.scale * LOG2E;
-    let fb = sg * 512u;
+    let fb = sg * 256u;
     let pb = sg * 256u;
     let li = select(bitcast<f32>(0x7f800000u), lse[head * n + min(i, n - 1u)], i < n);
     let di = select(0.0, delta[head * n + min(i, n - 1u)], i < n);
@@ -105,15 +106,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
         if (D16 > 2u) { s = coopMultiplyAdd(qa2, coopLoad<coop_mat16x16<f16, B>>(&ks[32u], KP), s); dp = coopMultiplyAdd(ga2, coopLoad<coop_mat16x16<f16, B>>(&vs[32u], KP), dp); }
         if (D16 > 3u) { s = coopMultiplyAdd(qa3, coopLoad<coop_mat16x16<f16, B>>(&ks[48u], KP), s); dp = coopMultiplyAdd(ga3, coopLoad<coop_mat16x16<f16, B>>(&vs[48u], KP), dp); }
         coopStore(s, &sf[fb], 16u);
-        coopStore(dp, &sf[fb + 256u], 16u);
         subgroupBarrier();
 
         // 2. P and dS of this lane's keys kb + 2e and kb + 8 + 2e.
         let kb = j0 + half;
         let p0 = exp2(masked(ld_s(fb, half, row, 0u) * sc, head, i, kb, 2u, nk, causal, ninf) - li);
         let p1 = exp2(masked(ld_s(fb, half, row, 8u) * sc, head, i, kb + 8u, 2u, nk, causal, ninf) - li);
-        var dp0 = ld_s(fb + 256u, half, row, 0u);
-        var dp1 = ld_s(fb + 256u, half, row, 8u);
+        subgroupBarrier();
+        coopStore(dp, &sf[fb], 16u);
+        subgroupBarrier();
+        var dp0 = ld_s(fb, half, row, 0u);
+        var dp1 = ld_s(fb, half, row, 8u);
         if (DROPOUT) {
             dp0 *= drop_quad(head, i, kb, lane & 3u);
             dp1 *= drop_quad(head, i, kb + 8u, lane & 3u);
@@ -130,28 +133,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
         if (D16 > 3u) { acc3 = coopMultiplyAdd(ds, coopLoadT<coop_mat16x16<f16, B>>(&ks[48u], KP), acc3); }
     }
 
-    // dQ through sf, two tiles (32 columns) at a time.
+    // dQ through sf, one tile (16 columns) at a time.
     let ob = base + i * d;
     subgroupBarrier();
-    coopStore(acc0, &sf[fb], 16u);
-    if (D16 > 1u) { coopStore(acc1, &sf[fb + 256u], 16u); }
-    subgroupBarrier();
-    if (i < n) { st_row32(ob, d, half, row, fb, 0u); }
-    if (D16 > 2u) {
-        subgroupBarrier();
-        coopStore(acc2, &sf[fb], 16u);
-        if (D16 > 3u) { coopStore(acc3, &sf[fb + 256u], 16u); }
-        subgroupBarrier();
-        if (i < n) { st_row32(ob, d, half, row, fb, 32u); }
-    }
+    coopStore(acc0, &sf[fb], 16u); subgroupBarrier(); if (i < n) { st_row16(ob, d, half, row, fb, 0u); } subgroupBarrier();
+    if (D16 > 1u) { coopStore(acc1, &sf[fb], 16u); subgroupBarrier(); if (i < n) { st_row16(ob, d, half, row, fb, 16u); } subgroupBarrier(); }
+    if (D16 > 2u) { coopStore(acc2, &sf[fb], 16u); subgroupBarrier(); if (i < n) { st_row16(ob, d, half, row, fb, 32u); } subgroupBarrier(); }
+    if (D16 > 3u) { coopStore(acc3, &sf[fb], 16u); subgroupBarrier(); if (i < n) { st_row16(ob, d, half, row, fb, 48u); } }
 }
 
-// Columns c0 .. c0 + 31 of this lane's row (sf holds them as two [16][16] tiles) to `o`.
-fn st_row32(ob: u32, d: u32, half: u32, row: u32, fb: u32, c0: u32) {
+// Columns c0 .. c0 + 15 of this lane's row (sf holds them as one [16][16] tile) to `o`.
+fn st_row16(ob: u32, d: u32, half: u32, row: u32, fb: u32, c0: u32) {
     st_o(ob, d, half, c0, ld_s(fb, half, row, 0u));
     st_o(ob, d, half, c0 + 8u, ld_s(fb, half, row, 8u));
-    st_o(ob, d, half, c0 + 16u, ld_s(fb, half, row, 16u));
-    st_o(ob, d, half, c0 + 24u, ld_s(fb, half, row, 24u));
 }
 
 // tiled_coop_lib.wgsl's hook for P's low part: none here (LO = 0).

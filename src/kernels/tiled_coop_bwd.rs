@@ -27,10 +27,11 @@ pub const STEP: u64 = 16;
 pub const MAX_HEAD_DIM: u32 = 64;
 
 /// Workgroup storage of bwd_kv (the larger) at head dimension `d`: Q/dO staging 2 x 16 x (d + 8)
-/// f16 (K and V are read as matrices straight from device memory), P and dS 4 x 2 x 256 f16, Sᵀ and
-/// dPᵀ 4 x 2 x 256 f32, L and D 2 x 16 f32.
+/// f16 (K and V are read as matrices straight from device memory), P and dS 4 x 2 x 256 f16, Sᵀ
+/// then dPᵀ 4 x 256 f32, L and D 2 x 16 f32. Workgroup storage is what limits these kernels on
+/// the H200 (results/h200/2026-12-04-v34-bwd-kv-direct): keep it small.
 pub fn storage(d: u32) -> u64 {
-    2 * STEP * (d as u64 + 8) * 2 + 2048 * 2 + 2048 * 4 + 2 * 16 * 4
+    2 * STEP * (d as u64 + 8) * 2 + 2048 * 2 + 1024 * 4 + 2 * 16 * 4
 }
 
 /// Why the backward cannot run this problem here, if it cannot.
