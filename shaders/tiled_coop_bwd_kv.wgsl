@@ -11,17 +11,19 @@ enable wgpu_cooperative_matrix;
 //   1. Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (16 keys x 16 rows, f32), Sᵀ to sf;
 //   2. lane (key = lane % 16, half = lane / 16) reads rows half + 2e and 8 + half + 2e of Sᵀ and
 //      recomputes P = exp2(S·scale·log2 e + bias·log2 e - L) (0 where masked); dPᵀ then takes
-//      Sᵀ's place in sf, and the lane makes P ∘ Z and dS = P ∘ (dP ∘ Z - D)·scale (Z: the dropout factors, D = rowsum(dO ∘ O)), each rounded to
-//      one f16 (as FlashAttention-2 rounds them) into sp;
-//   3. dV += (P ∘ Z)ᵀ dO and dK += dSᵀ Q.
+//      Sᵀ's place in sf, and the lane makes P ∘ Z and dS = P ∘ (dP ∘ Z - D)·scale (Z: the dropout
+//      factors, D = rowsum(dO ∘ O)), each rounded to one f16 (as FlashAttention-2 rounds them);
+//   3. P ∘ Z goes through the subgroup's sp tile into dV += (P ∘ Z)ᵀ dO, then dS through the same
+//      tile into dK += dSᵀ Q.
 // Each subgroup loads its K and V matrices once, straight from device memory (K and V are padded
 // by 128 rows past the last head, so a subgroup's 16 rows never leave the buffer; rows past M are
-// masked), so the workgroup arrays hold one block: ks, vs 2 x 16 x 72 f16, sp 4 x 2 x 16 x 16 f16,
-// sf 4 x 16 x 16 f32 (one tile a subgroup: Sᵀ, then dPᵀ), L and D 2 x 16 f32: 12928 bytes at
-// D = 64. Workgroup storage is what limits this kernel on the H200 (B8 H16 N4096 D64 causal,
-// results/h200/2026-12-04-v34-bwd-kv-direct): staging the 64 keys' K and V through workgroup
+// masked), so the workgroup arrays hold one block: ks, vs 2 x 16 x 72 f16, sp 4 x 16 x 16 f16 (one
+// tile a subgroup: P ∘ Z, then dS), sf 4 x 16 x 16 f32 (one tile a subgroup: Sᵀ, then dPᵀ), L and
+// D 2 x 16 f32: 10880 bytes at D = 64. Workgroup storage is what limits this kernel on the H200
+// (B8 H16 N4096 D64 causal, results/h200/2026-12-04-v34-bwd-kv-direct): staging the 64 keys' K and V through workgroup
 // memory first (30848 bytes) ran 8650 µs, reading them as matrices (17024) 5554, the same kernel
-// with 13824 unused bytes added back (30848) 8336; one sf tile instead of two (12928) 5120.
+// with 13824 unused bytes added back (30848) 8336; one sf tile instead of two (12928) 5113; one sp
+// tile too (10880) 5018.
 
 @group(0) @binding(1) var<storage, read> q: array<vec4<u32>>;  // 8 halves per element
 @group(0) @binding(2) var<storage, read> k: array<st>;         // K, read as matrices
@@ -41,7 +43,7 @@ override KP: u32 = D16 * 16u + 8u;
 
 var<workgroup> ks: array<f16, BC * KP>;  // each block's Q ([row][KP])
 var<workgroup> vs: array<f16, BC * KP>;  // dO
-var<workgroup> sp: array<f16, 2048>;     // per subgroup [16 rows][16 keys] x 2: P ∘ Z, dS
+var<workgroup> sp: array<f16, 1024>;     // per subgroup [16 rows][16 keys]: P ∘ Z, then dS
 var<workgroup> sf: array<f32, 1024>;     // per subgroup Sᵀ, then dPᵀ ([16 rows][16 keys]), or dK, dV
 var<workgroup> ls: array<f32, 16>;       // L of the block's rows
 var<workgroup> dls: array<f32, 16>;      // D of the block's rows
@@ -83,7 +85,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     let ninf = neg_inf();
     let sc = params.scale * LOG2E;
     let fb = sg * 256u;
-    let pb = sg * 512u;
+    let pb = sg * 256u;
 
     // This subgroup's 16 keys of K and V as matrices, straight from device memory.
     for (var e = lane; e < 256u; e += 32u) {
@@ -163,17 +165,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
             let dpb = ld_s(fb, half, row, 8u) * zb;
             st_p(pb, half, row, 0u, pa * za);
             st_p(pb, half, row, 8u, pbv * zb);
-            st_p(pb + 256u, half, row, 0u, pa * (dpa - vec4<f32>(dls[ra.x], dls[ra.y], dls[ra.z], dls[ra.w])) * params.scale);
-            st_p(pb + 256u, half, row, 8u, pbv * (dpb - vec4<f32>(dls[rb.x], dls[rb.y], dls[rb.z], dls[rb.w])) * params.scale);
+            subgroupBarrier();
+            let pt = coopLoad<coop_mat16x16<f16, A>>(&sp[pb], 16u);
+            // 3a. dV += (P ∘ Z)ᵀ dO.
+            dv0 = coopMultiplyAdd(pt, coopLoadT<coop_mat16x16<f16, B>>(&vs[0], KP), dv0);
+            if (D16 > 1u) { dv1 = coopMultiplyAdd(pt, coopLoadT<coop_mat16x16<f16, B>>(&vs[16u], KP), dv1); }
+            if (D16 > 2u) { dv2 = coopMultiplyAdd(pt, coopLoadT<coop_mat16x16<f16, B>>(&vs[32u], KP), dv2); }
+            if (D16 > 3u) { dv3 = coopMultiplyAdd(pt, coopLoadT<coop_mat16x16<f16, B>>(&vs[48u], KP), dv3); }
+            subgroupBarrier();
+            st_p(pb, half, row, 0u, pa * (dpa - vec4<f32>(dls[ra.x], dls[ra.y], dls[ra.z], dls[ra.w])) * params.scale);
+            st_p(pb, half, row, 8u, pbv * (dpb - vec4<f32>(dls[rb.x], dls[rb.y], dls[rb.z], dls[rb.w])) * params.scale);
             subgroupBarrier();
 
-            // 3. dV += (P ∘ Z)ᵀ dO, dK += dSᵀ Q.
-            let pt = coopLoad<coop_mat16x16<f16, A>>(&sp[pb], 16u);
-            let dst = coopLoad<coop_mat16x16<f16, A>>(&sp[pb + 256u], 16u);
-            dv0 = coopMultiplyAdd(pt, coopLoadT<coop_mat16x16<f16, B>>(&vs[0], KP), dv0); dk0 = coopMultiplyAdd(dst, coopLoadT<coop_mat16x16<f16, B>>(&ks[0], KP), dk0);
-            if (D16 > 1u) { dv1 = coopMultiplyAdd(pt, coopLoadT<coop_mat16x16<f16, B>>(&vs[16u], KP), dv1); dk1 = coopMultiplyAdd(dst, coopLoadT<coop_mat16x16<f16, B>>(&ks[16u], KP), dk1); }
-            if (D16 > 2u) { dv2 = coopMultiplyAdd(pt, coopLoadT<coop_mat16x16<f16, B>>(&vs[32u], KP), dv2); dk2 = coopMultiplyAdd(dst, coopLoadT<coop_mat16x16<f16, B>>(&ks[32u], KP), dk2); }
-            if (D16 > 3u) { dv3 = coopMultiplyAdd(pt, coopLoadT<coop_mat16x16<f16, B>>(&vs[48u], KP), dv3); dk3 = coopMultiplyAdd(dst, coopLoadT<coop_mat16x16<f16, B>>(&ks[48u], KP), dk3); }
+            // 3b. dK += dSᵀ Q.
+            let dst = coopLoad<coop_mat16x16<f16, A>>(&sp[pb], 16u);
+            dk0 = coopMultiplyAdd(dst, coopLoadT<coop_mat16x16<f16, B>>(&ks[0], KP), dk0);
+            if (D16 > 1u) { dk1 = coopMultiplyAdd(dst, coopLoadT<coop_mat16x16<f16, B>>(&ks[16u], KP), dk1); }
+            if (D16 > 2u) { dk2 = coopMultiplyAdd(dst, coopLoadT<coop_mat16x16<f16, B>>(&ks[32u], KP), dk2); }
+            if (D16 > 3u) { dk3 = coopMultiplyAdd(dst, coopLoadT<coop_mat16x16<f16, B>>(&ks[48u], KP), dk3); }
         }
     }
 

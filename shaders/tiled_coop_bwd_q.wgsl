@@ -2,7 +2,7 @@
 // dQ pass on cooperative matrices, f16 in device memory, every product accumulating in f32.
 enable wgpu_cooperative_matrix;
 //
-// A workgroup of 128 threads (four 32-wide subgroups) owns BR = 64 query rows of one head;
+// A workgroup of 256 threads (eight 32-wide subgroups) owns BR = 128 query rows of one head;
 // subgroup g owns rows 16g .. 16g + 15 and keeps their Q and dO as f16 matrices and dQ as f32
 // accumulators (D16 = D / 16 of each, D <= 64). Per key block of 16 keys (staged in workgroup
 // memory as the forward does, tiled_coop_lib.wgsl):
@@ -13,8 +13,9 @@ enable wgpu_cooperative_matrix;
 //      rounded to one f16 (as FlashAttention-2 rounds dS) into sp;
 //   3. dQ += dS K.
 // Causal blocks above the subgroup's rows are skipped. Workgroup storage: K and V 2 x 16 x (D + 8)
-// f16, dS 4 x 16 x 16 f16, S then dP 4 x 16 x 16 f32: 10752 bytes at D = 64 (S and dP side by
-// side, 14848, ran 3620 against 3543 µs at N = 4096: results/h200/2026-12-04-v34-bwd-kv-direct).
+// f16, dS 8 x 16 x 16 f16, S then dP 8 x 16 x 16 f32: 16896 bytes at D = 64, 2112 a subgroup. On the
+// H200 at N = 4096 (results/h200/2026-12-04-v34-bwd-kv-direct): S and dP side by side with four
+// subgroups (3712 bytes a subgroup) 3620 µs, one tile 3543-3559, eight subgroups 3464.
 
 @group(0) @binding(1) var<storage, read> q: array<st>;
 @group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;  // 8 halves per element
@@ -24,7 +25,7 @@ enable wgpu_cooperative_matrix;
 @group(0) @binding(6) var<storage, read> delta: array<f32>;
 @group(0) @binding(7) var<storage, read_write> o: array<st>;   // dQ (`o` for tiled_coop_lib's st_o)
 
-const BR: u32 = 64u;
+const BR: u32 = 128u;  // 16 rows a subgroup
 const BC: u32 = 16u;
 const LOG2E: f32 = 1.4426950408889634;
 const LO: u32 = 0u;  // tiled_coop_lib's st_p: one f16
@@ -33,8 +34,8 @@ override KP: u32 = D16 * 16u + 8u;
 
 var<workgroup> ks: array<f16, BC * KP>;  // [key][KP]
 var<workgroup> vs: array<f16, BC * KP>;
-var<workgroup> sp: array<f16, 1024>;     // per subgroup [16 keys][16 rows]: dS
-var<workgroup> sf: array<f32, 1024>;     // per subgroup S, then dP ([16 keys][16 rows]), or dQ
+var<workgroup> sp: array<f16, 2048>;     // per subgroup [16 keys][16 rows]: dS
+var<workgroup> sf: array<f32, 2048>;     // per subgroup S, then dP ([16 keys][16 rows]), or dQ
 
 var<private> qa0: coop_mat16x16<f16, A>;
 var<private> qa1: coop_mat16x16<f16, A>;
@@ -49,7 +50,7 @@ var<private> acc1: coop_mat16x16<f32, C>;
 var<private> acc2: coop_mat16x16<f32, C>;
 var<private> acc3: coop_mat16x16<f32, C>;
 
-@compute @workgroup_size(128, 1, 1)
+@compute @workgroup_size(256, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>,
         @builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sg: u32,
         @builtin(subgroup_invocation_id) lane: u32) {

@@ -471,9 +471,9 @@ fn coop_plan_states_its_shape_limits_and_pads_its_inputs() {
         ]
     );
     assert_eq!(plan.buffer("dO").unwrap().bytes, qkv + 128 * 64 * 2);
-    // bwd_kv: a workgroup per 64 keys of each of the 6 K/V heads; bwd_q per 64 rows.
+    // bwd_kv: a workgroup per 64 keys of each of the 6 K/V heads; bwd_q per 128 rows.
     assert_eq!(plan.dispatches[2].workgroups, [2, 6, 1]);
-    assert_eq!(plan.dispatches[3].workgroups, [2, 6, 1]);
+    assert_eq!(plan.dispatches[3].workgroups, [1, 6, 1]);
     assert_eq!(plan.grads, ["dQ", "dK", "dV"]);
     // Wider heads have no cooperative-matrix backward: refused, naming the limit.
     p.head_dim = 128;

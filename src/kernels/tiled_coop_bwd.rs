@@ -4,8 +4,8 @@
 //!
 //! | dispatch  | WGSL                                               | what |
 //! |-----------|----------------------------------------------------|------|
-//! | `bwd_kv`  | tiled_coop_bwd_kv.wgsl + tiled_coop_lib.wgsl + tiled_mask.wgsl | dK, dV: a workgroup per 64 keys (16 a subgroup) walks the query blocks of 16 rows |
-//! | `bwd_q`   | tiled_coop_bwd_q.wgsl + tiled_coop_lib.wgsl + tiled_mask.wgsl  | dQ: a workgroup per 64 rows (16 a subgroup) walks the key blocks of 16 |
+//! | `bwd_kv`  | tiled_coop_bwd_kv.wgsl + tiled_coop_lib.wgsl + tiled_mask.wgsl | dK, dV: a workgroup per 64 keys (16 a subgroup, four subgroups) walks the query blocks of 16 rows |
+//! | `bwd_q`   | tiled_coop_bwd_q.wgsl + tiled_coop_lib.wgsl + tiled_mask.wgsl  | dQ: a workgroup per 128 rows (16 a subgroup, eight subgroups) walks the key blocks of 16 |
 //!
 //! The forward (tiled_coop.rs, with tiled_lse.wgsl appended) writes the row logsumexp L; both
 //! passes recompute P from Q, K and L. Per 16 x 16 tile, dK/dV runs four products (Sᵀ, dPᵀ,
@@ -18,20 +18,27 @@ use crate::gpu::AdapterCaps;
 use crate::plan::{Dispatch, Params, Phase};
 use crate::problem::Problem;
 
-/// Keys (bwd_kv) or query rows (bwd_q) per workgroup: 16 per subgroup, four subgroups.
-pub const BLOCK: u64 = 64;
+/// Keys per bwd_kv workgroup: 16 per subgroup, four subgroups.
+pub const KV_BLOCK: u64 = 64;
+/// Query rows per bwd_q workgroup: 16 per subgroup, eight subgroups (four were 3 % slower on the
+/// H200: results/h200/2026-12-04-v34-bwd-kv-direct; eight were 13 % slower for bwd_kv).
+pub const Q_BLOCK: u64 = 128;
 /// Query rows (bwd_kv) or keys (bwd_q) per step of the walk.
 pub const STEP: u64 = 16;
 /// The widest head the kernels take: each subgroup holds D / 16 f16 matrices of two operands and
 /// f32 accumulators of two gradients (bwd_kv) in registers.
 pub const MAX_HEAD_DIM: u32 = 64;
 
-/// Workgroup storage of bwd_kv (the larger) at head dimension `d`: Q/dO staging 2 x 16 x (d + 8)
-/// f16 (K and V are read as matrices straight from device memory), P and dS 4 x 2 x 256 f16, Sᵀ
-/// then dPᵀ 4 x 256 f32, L and D 2 x 16 f32. Workgroup storage is what limits these kernels on
+/// Workgroup storage of the larger pass at head dimension `d`. bwd_kv: Q/dO staging
+/// 2 x 16 x (d + 8) f16 (K and V are read as matrices straight from device memory), P then dS
+/// 4 x 256 f16, Sᵀ then dPᵀ 4 x 256 f32, L and D 2 x 16 f32; bwd_q: K/V staging 2 x 16 x (d + 8)
+/// f16, dS 8 x 256 f16, S then dP 8 x 256 f32. Workgroup storage is what limits these kernels on
 /// the H200 (results/h200/2026-12-04-v34-bwd-kv-direct): keep it small.
 pub fn storage(d: u32) -> u64 {
-    2 * STEP * (d as u64 + 8) * 2 + 2048 * 2 + 1024 * 4 + 2 * 16 * 4
+    let staging = 2 * STEP * (d as u64 + 8) * 2;
+    let kv = staging + 1024 * 2 + 1024 * 4 + 2 * 16 * 4;
+    let q = staging + 2048 * 2 + 2048 * 4;
+    kv.max(q)
 }
 
 /// Why the backward cannot run this problem here, if it cannot.
@@ -55,7 +62,7 @@ pub fn check(p: &Problem, caps: &AdapterCaps) -> Result<(), String> {
     Ok(())
 }
 
-/// (16 x 16 tiles visited per head by a walk of `STEP`-blocks over `BLOCK`-wide owners, the
+/// (16 x 16 tiles visited per head by a walk of `STEP`-blocks, the
 /// allowed (row, key) pairs per head): rows owned (dQ) or keys owned (dK/dV) do not change the
 /// count, only which side walks.
 fn visited(p: &Problem) -> (u64, u64) {
@@ -75,7 +82,7 @@ pub fn bwd_kv(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
     pass(p, caps, true)
 }
 
-/// `bwd_q`: dQ, a workgroup per 64 query rows of a head.
+/// `bwd_q`: dQ, a workgroup per 128 query rows of a head.
 pub fn bwd_q(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
     pass(p, caps, false)
 }
@@ -92,7 +99,8 @@ fn pass(p: &Problem, caps: &AdapterCaps, kv: bool) -> Result<Dispatch, String> {
     };
     // Per 64 owned keys (rows) and visited block: 16 rows of Q and dO with L and D (16 keys of K
     // and V).
-    let walked = bh * tiles.div_ceil(BLOCK / STEP) * STEP;
+    let block = if kv { KV_BLOCK } else { Q_BLOCK };
+    let walked = bh * tiles.div_ceil(block / STEP) * STEP;
     let (name, shader, grid, reads, writes, products, note) = if kv {
         (
             "bwd_kv",
@@ -103,7 +111,11 @@ fn pass(p: &Problem, caps: &AdapterCaps, kv: bool) -> Result<Dispatch, String> {
                 dropout = drop
             ),
             [
-                check_grid("M / 64 key blocks", (p.kv_seq as u64).div_ceil(BLOCK), caps)?,
+                check_grid(
+                    "M / 64 key blocks",
+                    (p.kv_seq as u64).div_ceil(KV_BLOCK),
+                    caps,
+                )?,
                 check_grid("B*Hkv", p.batch as u64 * p.kv_heads as u64, caps)?,
             ],
             2 * p.kv_bytes() + walked * (2 * d * e + 8),
@@ -123,13 +135,13 @@ fn pass(p: &Problem, caps: &AdapterCaps, kv: bool) -> Result<Dispatch, String> {
                 dropout = drop
             ),
             [
-                check_grid("N / 64 row blocks", (p.seq as u64).div_ceil(BLOCK), caps)?,
+                check_grid("N / 128 row blocks", (p.seq as u64).div_ceil(Q_BLOCK), caps)?,
                 check_grid("B*H", bh, caps)?,
             ],
             2 * p.qkv_bytes() + bh * p.seq as u64 * 8 + walked * 2 * d * e,
             p.qkv_bytes(),
             3,
-            "dQ on cooperative matrices: a workgroup per 64 rows walks the key blocks of 16 (up to \
+            "dQ on cooperative matrices: a workgroup per 128 rows walks the key blocks of 16 (up to \
              the diagonal when causal); S, dP, dQ += dS K per tile, dS rounded to f16 through \
              workgroup memory",
         )
