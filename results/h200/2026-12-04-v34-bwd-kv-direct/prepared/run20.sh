@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Prepared at the end of stop 27, not run. Issue 16 §3's second lever, never measured: vector-typed
+# workgroup arrays for the matrix operands. V = T + V.diff (T = main at 33a39a8 or later: rebuild
+# and gzip to .exp/T.gz): every cooperative-matrix kernel's ks / vs become array<vec4<f16>> (row
+# pitch KP4 = D/4 + 2 vectors, coopLoad strides in vectors, as llama.cpp's cm1 does with f16vec4),
+# so staging writes two 8-byte words per 16-byte element instead of eight 2-byte halves. naga 30
+# validates and translates it (tests/translate.rs passes with V.diff applied); whether NVIDIA's
+# driver reads the stride in vectors is what the checks below find out first.
+#   bash .exp/run20.sh $OUT/l19      (~4 min)
+set -u
+OUT=${1:?}; mkdir -p $OUT; L=$OUT/ab.txt; C=$OUT/checks.txt
+source bench/h200_env.sh
+for b in T V; do gunzip -c .exp/$b.gz > /tmp/$b; chmod +x /tmp/$b; done
+step() { echo "## $*" >> $C; timeout 30 "$@" 2>&1 | grep -E "^(tiled|error|Error)|rror|FAIL|  d[QKV]" | cut -c1-160 >> $C; }
+step /tmp/V run --variant tiled-coop --batch 2 --heads 4 --seq 128 --head-dim 64 --dtype f16 --reps 3 --backward
+bash .exp/checks.sh /tmp/V $C
+SEED="--batch 8 --heads 16 --dtype f16 --variant tiled-coop"
+/tmp/T run --variant tiled --batch 8 --heads 16 --seq 1024 --reps 50 --warmup 20 > /dev/null 2>&1
+for r in 1 2; do for b in T V; do
+  echo "## fwd $b N1024 / N4096 / D128" >> $L
+  timeout 30 /tmp/$b run $SEED --head-dim 64 --seq 1024 --reps 20 2>&1 | grep -E "^tiled-coop|rror" | cut -c1-100 >> $L
+  timeout 40 /tmp/$b run $SEED --head-dim 64 --seq 4096 --reps 10 2>&1 | grep -E "^tiled-coop|rror" | cut -c1-100 >> $L
+  timeout 30 /tmp/$b run $SEED --head-dim 128 --seq 1024 --reps 10 2>&1 | grep -E "^tiled-coop|rror" | cut -c1-100 >> $L
+  echo "## bwd $b N1024 / N4096" >> $L
+  timeout 40 /tmp/$b run $SEED --head-dim 64 --backward --seq 1024 --reps 10 --verbose 2>&1 | grep -E "^bwd_kv|^bwd_q|rror|FAIL" | cut -c1-100 >> $L
+  timeout 60 /tmp/$b run $SEED --head-dim 64 --backward --seq 4096 --reps 3 --verbose 2>&1 | grep -E "^bwd_kv|^bwd_q|rror|FAIL" | cut -c1-100 >> $L
+done; done
+cat $L; grep -c PASS $C; grep -E "FAIL|rror" $C | head
