@@ -9,8 +9,9 @@ enable wgpu_cooperative_matrix;
 //   1. S = Q Kᵀ and dP = dO Vᵀ (16 x 16 each, f32), S to sf;
 //   2. lane (row = lane % 16, half = lane / 16) reads its 8 keys of S and recomputes
 //      P = exp2(S·scale·log2 e + bias·log2 e - L) (0 where masked; L = +inf for a row with no
-//      allowed key); dP then takes S's place in sf, and the lane makes dS = P ∘ (dP ∘ Z - D)·scale (Z: the dropout factors, D = rowsum(dO ∘ O)),
-//      rounded to one f16 (as FlashAttention-2 rounds dS) into sp;
+//      allowed key); dP then takes S's place in sf, and the lane makes dS = P ∘ (dP ∘ Z - D)·scale
+//      (Z: the dropout factors, D = rowsum(dO ∘ O)), rounded to one f16 (as FlashAttention-2
+//      rounds dS) into sp;
 //   3. dQ += dS K.
 // Causal blocks above the subgroup's rows are skipped. Workgroup storage: K and V 2 x 16 x (D + 8)
 // f16, dS 8 x 16 x 16 f16, S then dP 8 x 16 x 16 f32: 16896 bytes at D = 64, 2112 a subgroup. On the
