@@ -17,6 +17,12 @@
 //! shaders; a backend a variant does not claim for lack of a feature must indeed fail validation
 //! without it.
 //!
+//! And workgroup storage, which is what limits the cooperative-matrix kernels on the H200
+//! (results/h200/2026-12-04-v34-bwd-kv-direct): every kernel's workgroup arrays, after its pipeline
+//! constants, fit the smallest adapter its plan was accepted for (else pipeline creation fails
+//! where the variant should have been refused with a reason), and equal what the fused plans
+//! report as `workgroup_storage_bytes`.
+//!
 //! A missing external validator is a FAILURE with the command that installs it (.ci/run installs
 //! both). `ATTN_WGPU_SKIP_EXTERNAL_VALIDATORS=1` skips only those two tools, and says so loudly.
 
@@ -216,6 +222,12 @@ struct Config {
     entry: &'static str,
     overrides: Vec<(String, f64)>,
     users: BTreeSet<User>,
+    /// The smallest `max_workgroup_storage` of the adapters a plan with this configuration was
+    /// built for: the kernel's workgroup arrays must fit in it.
+    min_storage: u32,
+    /// The workgroup storage its plans report (`config.workgroup_storage_bytes`, for the
+    /// `attention` dispatch of the fused forward plans), if they report it.
+    declared_storage: BTreeSet<u64>,
 }
 
 impl Config {
@@ -252,7 +264,7 @@ fn collect() -> Collected {
     let mut claims: Vec<Claim> = Vec::new();
     let mut map: BTreeMap<Key, Config> = BTreeMap::new();
     let mut plans: BTreeMap<(usize, Backend), usize> = BTreeMap::new();
-    let add = |map: &mut BTreeMap<Key, Config>, plan: &Plan, user: User| {
+    let add = |map: &mut BTreeMap<Key, Config>, plan: &Plan, user: User, storage: u32| {
         for d in &plan.dispatches {
             let key: Key = (
                 d.shader.file,
@@ -263,17 +275,25 @@ fn collect() -> Collected {
                     .map(|(k, x)| (k.clone(), x.to_bits()))
                     .collect(),
             );
-            map.entry(key)
-                .or_insert_with(|| Config {
-                    file: d.shader.file,
-                    tag: d.shader.tag,
-                    source: d.shader.source,
-                    entry: d.entry,
-                    overrides: d.overrides.clone(),
-                    users: BTreeSet::new(),
-                })
-                .users
-                .insert(user);
+            let c = map.entry(key).or_insert_with(|| Config {
+                file: d.shader.file,
+                tag: d.shader.tag,
+                source: d.shader.source,
+                entry: d.entry,
+                overrides: d.overrides.clone(),
+                users: BTreeSet::new(),
+                min_storage: u32::MAX,
+                declared_storage: BTreeSet::new(),
+            });
+            c.users.insert(user);
+            c.min_storage = c.min_storage.min(storage);
+            let declared = plan
+                .config
+                .iter()
+                .find(|(k, _)| k == "workgroup_storage_bytes");
+            if let (Some((_, bytes)), "attention") = (declared, d.name.as_str()) {
+                c.declared_storage.insert(*bytes as u64);
+            }
         }
     };
     for v in VARIANTS {
@@ -321,7 +341,8 @@ fn collect() -> Collected {
                                 Err(_) => continue,
                             };
                             *count += 1;
-                            add(&mut map, &plan, User { claim, backend: b });
+                            let user = User { claim, backend: b };
+                            add(&mut map, &plan, user, caps.max_workgroup_storage);
                         }
                     }
                 }
@@ -334,7 +355,9 @@ fn collect() -> Collected {
             for plan in &ps {
                 plan.check().expect("probe plan");
                 *plans.entry((claim, b)).or_insert(0) += 1;
-                add(&mut map, plan, User { claim, backend: b });
+                // The probes run on any adapter: WebGPU's minimum workgroup storage.
+                let storage = AdapterCaps::webgpu_defaults().max_workgroup_storage;
+                add(&mut map, plan, User { claim, backend: b }, storage);
             }
         }
         claims.push(c);
@@ -365,6 +388,24 @@ fn validate(module: &naga::Module, caps: Capabilities) -> Result<ModuleInfo, Str
     Validator::new(ValidationFlags::all(), caps)
         .validate(module)
         .map_err(|e| format!("{e:?}").lines().next().unwrap_or("").to_string())
+}
+
+/// The workgroup storage an entry point uses, as WebGPU counts it against
+/// `maxComputeWorkgroupStorageSize`: each workgroup variable it uses, rounded up to 16 bytes.
+fn workgroup_bytes(m: &naga::Module, info: &ModuleInfo, entry: &str) -> u64 {
+    let mut layouter = naga::proc::Layouter::default();
+    layouter.update(m.to_ctx()).expect("layout");
+    let ep = m
+        .entry_points
+        .iter()
+        .position(|e| e.name == entry)
+        .expect("entry point");
+    let uses = info.get_entry_point(ep);
+    m.global_variables
+        .iter()
+        .filter(|(h, g)| g.space == naga::AddressSpace::WorkGroup && !uses[*h].is_empty())
+        .map(|(_, g)| (layouter[g.ty].size as u64).div_ceil(16) * 16)
+        .sum()
 }
 
 fn policies(on: bool) -> BoundsCheckPolicies {
@@ -655,6 +696,11 @@ fn every_shader_translates_for_every_claimed_backend() {
         plans,
     } = collect();
     let mut failures: Vec<String> = Vec::new();
+    // The reported-storage check below is not vacuous: the fused forward plans report it.
+    assert!(
+        configs.iter().any(|c| !c.declared_storage.is_empty()),
+        "no plan reports workgroup_storage_bytes for its attention dispatch"
+    );
 
     // Plans are built exactly where the claim says: on every backend offering its effective
     // needs (a claim with no plan there would be vacuous), and on no other.
@@ -764,6 +810,26 @@ fn every_shader_translates_for_every_claimed_backend() {
                     continue;
                 }
             };
+            // The plan builder accepted this kernel for an adapter with `min_storage` bytes of
+            // workgroup storage: its arrays (as WebGPU counts them) must fit, or pipeline
+            // creation would fail there instead of the variant being refused with a reason.
+            let used = workgroup_bytes(&m, &i, c.entry);
+            if used > c.min_storage as u64 {
+                failures.push(format!(
+                    "{} ({who}): uses {used} bytes of workgroup storage but its plan was accepted \
+                     for an adapter with {}",
+                    c.label(),
+                    c.min_storage
+                ));
+            }
+            // What the result files report is what the kernel declares.
+            if c.declared_storage.iter().any(|&x| x != used) {
+                failures.push(format!(
+                    "{} ({who}): uses {used} bytes of workgroup storage, its plans report {:?}",
+                    c.label(),
+                    c.declared_storage
+                ));
+            }
             match write_for(b, &m, &i, c.entry, needs, &tools) {
                 Ok(targets) => *written.entry(b).or_insert(0) += targets.len(),
                 Err(e) => failures.push(format!("{} ({who}): {e}", c.label())),
