@@ -28,6 +28,9 @@ pub struct DispatchRow {
     pub writes_bytes: u64,
     pub flops: u64,
     pub note: String,
+    /// Workgroup memory one workgroup declares (`kernels::workgroup_bytes`): on chip, not
+    /// traffic. None where naga could not read the kernel.
+    pub workgroup_storage_bytes: Option<u64>,
     /// GPU µs per forward spent in dispatches of this name.
     pub gpu_us: Option<Stats>,
     pub achieved_gbps: Option<f64>,
@@ -231,6 +234,11 @@ pub fn summarize(
                     writes_bytes: 0,
                     flops: 0,
                     note: d.note.clone(),
+                    workgroup_storage_bytes: crate::kernels::workgroup_bytes(
+                        &d.shader,
+                        d.entry,
+                        &d.overrides,
+                    ),
                     gpu_us: None,
                     achieved_gbps: None,
                     achieved_gflops: None,

@@ -388,8 +388,22 @@ fn run_json_records_the_roofline() {
         if r["status"] != "ok" {
             continue;
         }
+        // The workgroup memory the tiled kernels report in their config is what their attention
+        // dispatch's shader declares (read back from the WGSL by naga at run time).
+        let declared = r["config"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|kv| kv[0] == "workgroup_storage_bytes")
+            .and_then(|kv| kv[1].as_f64());
         for d in r["dispatches"].as_array().unwrap() {
             let what = format!("{} / {}", r["variant"], d["name"]);
+            let wg = d["workgroup_storage_bytes"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{what}: no workgroup_storage_bytes: {d}"));
+            if let (Some(x), "attention") = (declared, d["name"].as_str().unwrap()) {
+                assert_eq!(wg as f64, x, "{what}");
+            }
             let pt = &d["roofline"];
             let bytes = d["reads_bytes"].as_u64().unwrap() + d["writes_bytes"].as_u64().unwrap();
             let flops = d["flops"].as_u64().unwrap();

@@ -390,24 +390,6 @@ fn validate(module: &naga::Module, caps: Capabilities) -> Result<ModuleInfo, Str
         .map_err(|e| format!("{e:?}").lines().next().unwrap_or("").to_string())
 }
 
-/// The workgroup storage an entry point uses, as WebGPU counts it against
-/// `maxComputeWorkgroupStorageSize`: each workgroup variable it uses, rounded up to 16 bytes.
-fn workgroup_bytes(m: &naga::Module, info: &ModuleInfo, entry: &str) -> u64 {
-    let mut layouter = naga::proc::Layouter::default();
-    layouter.update(m.to_ctx()).expect("layout");
-    let ep = m
-        .entry_points
-        .iter()
-        .position(|e| e.name == entry)
-        .expect("entry point");
-    let uses = info.get_entry_point(ep);
-    m.global_variables
-        .iter()
-        .filter(|(h, g)| g.space == naga::AddressSpace::WorkGroup && !uses[*h].is_empty())
-        .map(|(_, g)| (layouter[g.ty].size as u64).div_ceil(16) * 16)
-        .sum()
-}
-
 fn policies(on: bool) -> BoundsCheckPolicies {
     let p = if on {
         BoundsCheckPolicy::Restrict
@@ -813,7 +795,8 @@ fn every_shader_translates_for_every_claimed_backend() {
             // The plan builder accepted this kernel for an adapter with `min_storage` bytes of
             // workgroup storage: its arrays (as WebGPU counts them) must fit, or pipeline
             // creation would fail there instead of the variant being refused with a reason.
-            let used = workgroup_bytes(&m, &i, c.entry);
+            let used =
+                attn_wgpu::kernels::workgroup_bytes_of(&m, &i, c.entry).expect("entry point");
             if used > c.min_storage as u64 {
                 failures.push(format!(
                     "{} ({who}): uses {used} bytes of workgroup storage but its plan was accepted \

@@ -348,3 +348,52 @@ pub(crate) fn mask_read_bytes(p: &Problem, count: u64) -> u64 {
         0
     }
 }
+
+/// The workgroup memory one workgroup of a dispatch declares: the workgroup variables its entry
+/// point uses, with the dispatch's pipeline constants applied, each rounded up to 16 bytes as
+/// WebGPU counts them against `maxComputeWorkgroupStorageSize`. On-chip bytes, so not part of a
+/// dispatch's traffic; what the cooperative-matrix kernels showed to limit how many workgroups an
+/// SM holds (results/h200/2026-12-04-v34-bwd-kv-direct). None if naga cannot read the source.
+pub fn workgroup_bytes(
+    shader: &crate::plan::Shader,
+    entry: &str,
+    overrides: &[(String, f64)],
+) -> Option<u64> {
+    use wgpu::naga;
+    let module = naga::front::wgsl::parse_str(shader.source).ok()?;
+    let info = naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .ok()?;
+    let constants: naga::back::PipelineConstants = overrides.iter().cloned().collect();
+    let (module, info) = naga::back::pipeline_constants::process_overrides(
+        &module,
+        &info,
+        Some((naga::ShaderStage::Compute, entry)),
+        &constants,
+    )
+    .ok()?;
+    workgroup_bytes_of(&module, &info, entry)
+}
+
+/// [`workgroup_bytes`] of a module whose pipeline constants are already applied.
+pub fn workgroup_bytes_of(
+    module: &wgpu::naga::Module,
+    info: &wgpu::naga::valid::ModuleInfo,
+    entry: &str,
+) -> Option<u64> {
+    let mut layouter = wgpu::naga::proc::Layouter::default();
+    layouter.update(module.to_ctx()).ok()?;
+    let ep = module.entry_points.iter().position(|e| e.name == entry)?;
+    let uses = info.get_entry_point(ep);
+    Some(
+        module
+            .global_variables
+            .iter()
+            .filter(|(h, g)| g.space == wgpu::naga::AddressSpace::WorkGroup && !uses[*h].is_empty())
+            .map(|(_, g)| (layouter[g.ty].size as u64).div_ceil(16) * 16)
+            .sum(),
+    )
+}

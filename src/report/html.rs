@@ -210,8 +210,8 @@ fn dispatch_table(s: &mut String, r: &Value) {
     let _ = writeln!(
         s,
         "<h3>{}: dispatches, predicted and observed</h3><table><tr><th class=\"l\">dispatch</th>\
-         <th>workgroups</th><th>bytes read + written (plan)</th><th>FLOPs (plan)</th>\
-         <th>GPU median µs</th><th>GB/s</th><th>GFLOP/s</th></tr>",
+         <th>workgroups</th><th>workgroup memory</th><th>bytes read + written (plan)</th>\
+         <th>FLOPs (plan)</th><th>GPU median µs</th><th>GB/s</th><th>GFLOP/s</th></tr>",
         esc(&str_of(&r["variant"]))
     );
     for d in r["dispatches"].as_array().into_iter().flatten() {
@@ -238,9 +238,13 @@ fn dispatch_table(s: &mut String, r: &Value) {
             .unwrap_or_default();
         let _ = writeln!(
             s,
-            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&str_of(&d["name"])),
             wg,
+            // Files written before the field existed have none.
+            d["workgroup_storage_bytes"]
+                .as_u64()
+                .map_or("–".to_string(), crate::report::table::bytes),
             crate::report::table::bytes(rw),
             d["flops"],
             num(&d["gpu_us"]["median"], 1),

@@ -116,15 +116,24 @@ pub fn variant(r: &VariantRun) -> String {
         .map(|x| x.median);
     let _ = writeln!(
         s,
-        "{:<14} {:>6} {:>12} {:>10} {:>10} {:>7} {:>12} {:>10} {:>10}",
-        "Dispatch", "Calls", "GPU med µs", "p10", "p90", "% fwd", "Read+Write", "GB/s", "GFLOP/s"
+        "{:<14} {:>6} {:>12} {:>10} {:>10} {:>7} {:>12} {:>10} {:>10} {:>10}",
+        "Dispatch",
+        "Calls",
+        "GPU med µs",
+        "p10",
+        "p90",
+        "% fwd",
+        "Read+Write",
+        "GB/s",
+        "GFLOP/s",
+        "WG mem"
     );
     for d in &r.dispatches {
         let med = d.gpu_us.map(|x| x.median);
         let pct = med.zip(fwd_med).map(|(a, b)| 100.0 * a / b);
         let _ = writeln!(
             s,
-            "{:<14} {:>6} {:>12} {:>10} {:>10} {:>7} {:>12} {:>10} {:>10}",
+            "{:<14} {:>6} {:>12} {:>10} {:>10} {:>7} {:>12} {:>10} {:>10} {:>10}",
             d.name,
             d.calls,
             opt(med, 1),
@@ -134,6 +143,7 @@ pub fn variant(r: &VariantRun) -> String {
             bytes(d.reads_bytes + d.writes_bytes),
             opt(d.achieved_gbps, 1),
             opt(d.achieved_gflops, 1),
+            d.workgroup_storage_bytes.map_or("-".to_string(), bytes),
         );
     }
     if let Some(f) = &r.forward {
