@@ -805,6 +805,24 @@ fn every_shader_translates_for_every_claimed_backend() {
                     c.min_storage
                 ));
             }
+            // Cooperative matrices load and store 16-byte rows: a kernel that uses them keeps every
+            // workgroup array a whole number of 16-byte units, so that, laid out one after the
+            // other, each starts 16-byte aligned. (Suspected, not proven, cause of a failed
+            // experiment: the forward with a 2-byte `sl` array gave NaNs on the H200, v34's F.)
+            if c.source.contains("enable wgpu_cooperative_matrix;") {
+                let mut layouter = naga::proc::Layouter::default();
+                layouter.update(m.to_ctx()).expect("layout");
+                for (_, g) in m.global_variables.iter() {
+                    let size = layouter[g.ty].size;
+                    if g.space == naga::AddressSpace::WorkGroup && size % 16 != 0 {
+                        failures.push(format!(
+                            "{} ({who}): workgroup array `{}` is {size} bytes, not a multiple of 16",
+                            c.label(),
+                            g.name.as_deref().unwrap_or("?")
+                        ));
+                    }
+                }
+            }
             // What the result files report is what the kernel declares.
             if c.declared_storage.iter().any(|&x| x != used) {
                 failures.push(format!(
