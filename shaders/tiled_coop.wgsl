@@ -349,12 +349,3 @@ fn out_pair(p: u32, fb: u32, ob: u32, d: u32, half: u32, row: u32, live: bool, i
         st_o(ob, d, half, 32u * p + 24u, ld_s(fb, half, row, 24u) * inv);
     }
 }
-
-// P's low part at st_p's element e (tiled_coop_lib.wgsl), with LO != 0.
-fn st_lo(e: u32, x: vec4<f32>) {
-    let lo = vec4<f16>(x);
-    sl[e] = lo.x;
-    sl[e + 32u] = lo.y;
-    sl[e + 64u] = lo.z;
-    sl[e + 96u] = lo.w;
-}

@@ -2,8 +2,8 @@
 // row tile of 16 query rows a subgroup; tiled_coop_rt2.wgsl, two): K/V loads and staging, the
 // score reads from `sf`, P's rounding and stores, dropout factors and O's stores. They use the
 // including kernel's binding `o`, workgroup arrays (ks, vs, sf, sp), constants (KP, LO) and
-// `st_lo` (where P's low part goes: sl in the forward kernels; the backward kernels,
-// tiled_coop_bwd_*.wgsl, have LO = 0 and no sl). The kernels that stage K and V block by block
+// `st_lo` (where P's low part goes: the forward kernels' sl, tiled_coop_lo.wgsl; the backward
+// kernels, tiled_coop_bwd_*.wgsl, have LO = 0 and no sl). The kernels that stage K and V block by block
 // (all but tiled_coop_bwd_kv.wgsl) also include tiled_coop_kv.wgsl, which reads the bindings k, v.
 
 // Writes element e of a block's K and V (or, in tiled_coop_bwd_kv.wgsl, Q and dO) rows into ks

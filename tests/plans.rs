@@ -427,7 +427,7 @@ fn coop_plan_states_its_shape_limits_and_pads_its_inputs() {
     // D <= 64: the two-row-tile kernel, 128 query rows a workgroup (N = 100: one block a head).
     assert_eq!(
         plan.dispatches[0].shader.file,
-        "tiled_coop_rt2.wgsl+tiled_coop_lib.wgsl+tiled_coop_kv.wgsl+tiled_mask.wgsl+tiled_nolse.wgsl"
+        "tiled_coop_rt2.wgsl+tiled_coop_lib.wgsl+tiled_coop_kv.wgsl+tiled_coop_lo.wgsl+tiled_mask.wgsl+tiled_nolse.wgsl"
     );
     assert_eq!(plan.dispatches[0].workgroups, [1, 6, 1]);
     assert_eq!(plan.buffer("O").unwrap().bytes, qkv);
@@ -464,7 +464,7 @@ fn coop_plan_states_its_shape_limits_and_pads_its_inputs() {
     assert_eq!(
         files,
         [
-            "tiled_coop_rt2.wgsl+tiled_coop_lib.wgsl+tiled_coop_kv.wgsl+tiled_mask.wgsl+tiled_lse.wgsl",
+            "tiled_coop_rt2.wgsl+tiled_coop_lib.wgsl+tiled_coop_kv.wgsl+tiled_coop_lo.wgsl+tiled_mask.wgsl+tiled_lse.wgsl",
             "tiled_bwd_dot.wgsl",
             "tiled_coop_bwd_kv.wgsl+tiled_coop_lib.wgsl+tiled_mask.wgsl",
             "tiled_coop_bwd_q.wgsl+tiled_coop_lib.wgsl+tiled_coop_kv.wgsl+tiled_mask.wgsl",

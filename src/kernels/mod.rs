@@ -16,7 +16,7 @@
 //! | `math_mask.rs`  | math_mask.wgsl                                    | math                     |
 //! | `math_rows.rs`  | math_rows.wgsl                                    | math                     |
 //! | `tiled.rs`      | tiled_rt.wgsl + tiled_rt_{wg,sg}.wgsl, tiled.wgsl (+ tiled_mask.wgsl) | tiled, tiled-subgroup |
-//! | `tiled_coop.rs` | tiled_coop.wgsl or tiled_coop_rt2.wgsl + tiled_coop_lib.wgsl + tiled_coop_kv.wgsl + tiled_mask.wgsl | tiled-coop |
+//! | `tiled_coop.rs` | tiled_coop.wgsl or tiled_coop_rt2.wgsl + tiled_coop_lib.wgsl + tiled_coop_kv.wgsl + tiled_coop_lo.wgsl + tiled_mask.wgsl | tiled-coop |
 //! | `softmax_bwd.rs` | softmax_bwd.wgsl (`softmax_bwd`, `normalize_bwd`, `exp_bwd`), mask_bwd.wgsl | unfused*, math (`--backward`) |
 //! | `tiled_coop_bwd.rs` | tiled_coop_bwd_{kv,q}.wgsl + tiled_coop_lib.wgsl (+ tiled_coop_kv.wgsl for q) + tiled_mask.wgsl | tiled-coop (`--backward`) |
 //! | `tiled_bwd.rs`  | tiled_bwd_dot.wgsl, tiled_bwd_{kv,q}.wgsl + tiled_bwd_common.wgsl + tiled_bwd_d{32,64}.wgsl | tiled, tiled-subgroup, split-kv (`--backward`; `bwd_dot` also tiled-coop) |

@@ -1,8 +1,8 @@
 //! `attention` on cooperative matrices (the `tiled-coop` variant): f16 Q·Kᵀ and P·V as 16 x 16 x
 //! 16 products with f32 accumulators, four independent 32-wide subgroups per workgroup, key
 //! blocks of 16 keys, any D that is a multiple of 16 up to 256. Two kernels, sharing
-//! tiled_coop_lib.wgsl + tiled_coop_kv.wgsl + tiled_mask.wgsl: for D <= [`RT2_MAX_HEAD_DIM`],
-//! shaders/tiled_coop_rt2.wgsl (two row tiles of 16 a subgroup: 128 query rows a workgroup);
+//! tiled_coop_lib.wgsl + tiled_coop_kv.wgsl + tiled_coop_lo.wgsl + tiled_mask.wgsl: for D <=
+//! [`RT2_MAX_HEAD_DIM`], shaders/tiled_coop_rt2.wgsl (two row tiles of 16 a subgroup: 128 query rows a workgroup);
 //! above, shaders/tiled_coop.wgsl (one: 64 rows).
 
 use super::{check_binding, kernel, mask_slot, Storage};
@@ -85,47 +85,27 @@ pub fn attention(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
     let (st, dropout) = (Storage::of(p.dtype), p.dropout().is_some());
     // Training (`--backward`) appends tiled_lse.wgsl: the kernel also writes the row logsumexp L
     // for tiled_coop_bwd.rs (binding 5, after O).
+    // One of the two kernels with the parts both take, then the L writer (or its no-op).
+    macro_rules! coop {
+        ($main:literal, $lse:literal) => {
+            kernel!(
+                $main
+                    + "tiled_coop_lib.wgsl"
+                    + "tiled_coop_kv.wgsl"
+                    + "tiled_coop_lo.wgsl"
+                    + "tiled_mask.wgsl"
+                    + $lse,
+                st,
+                mask,
+                dropout = dropout
+            )
+        };
+    }
     let shader = match (two_tiles(p), p.backward) {
-        (true, false) => kernel!(
-            "tiled_coop_rt2.wgsl"
-                + "tiled_coop_lib.wgsl"
-                + "tiled_coop_kv.wgsl"
-                + "tiled_mask.wgsl"
-                + "tiled_nolse.wgsl",
-            st,
-            mask,
-            dropout = dropout
-        ),
-        (true, true) => kernel!(
-            "tiled_coop_rt2.wgsl"
-                + "tiled_coop_lib.wgsl"
-                + "tiled_coop_kv.wgsl"
-                + "tiled_mask.wgsl"
-                + "tiled_lse.wgsl",
-            st,
-            mask,
-            dropout = dropout
-        ),
-        (false, false) => kernel!(
-            "tiled_coop.wgsl"
-                + "tiled_coop_lib.wgsl"
-                + "tiled_coop_kv.wgsl"
-                + "tiled_mask.wgsl"
-                + "tiled_nolse.wgsl",
-            st,
-            mask,
-            dropout = dropout
-        ),
-        (false, true) => kernel!(
-            "tiled_coop.wgsl"
-                + "tiled_coop_lib.wgsl"
-                + "tiled_coop_kv.wgsl"
-                + "tiled_mask.wgsl"
-                + "tiled_lse.wgsl",
-            st,
-            mask,
-            dropout = dropout
-        ),
+        (true, false) => coop!("tiled_coop_rt2.wgsl", "tiled_nolse.wgsl"),
+        (true, true) => coop!("tiled_coop_rt2.wgsl", "tiled_lse.wgsl"),
+        (false, false) => coop!("tiled_coop.wgsl", "tiled_nolse.wgsl"),
+        (false, true) => coop!("tiled_coop.wgsl", "tiled_lse.wgsl"),
     };
     super::tiled::fused_dispatch(p, caps, shader, overrides(p), &tile(p))
 }
