@@ -359,6 +359,34 @@ pub fn workgroup_bytes(
     entry: &str,
     overrides: &[(String, f64)],
 ) -> Option<u64> {
+    // Parsed once per kernel configuration: `sweep` and `tune` summarize the same kernels many
+    // times. Sources are `&'static str`, so their address names them.
+    type Key = (usize, String, Vec<(String, u64)>);
+    static SEEN: Mutex<Option<HashMap<Key, Option<u64>>>> = Mutex::new(None);
+    let key: Key = (
+        shader.source.as_ptr() as usize,
+        entry.to_string(),
+        overrides
+            .iter()
+            .map(|(k, x)| (k.clone(), x.to_bits()))
+            .collect(),
+    );
+    if let Some(x) = SEEN.lock().ok()?.get_or_insert_with(HashMap::new).get(&key) {
+        return *x;
+    }
+    let x = read_workgroup_bytes(shader, entry, overrides);
+    SEEN.lock()
+        .ok()?
+        .get_or_insert_with(HashMap::new)
+        .insert(key, x);
+    x
+}
+
+fn read_workgroup_bytes(
+    shader: &crate::plan::Shader,
+    entry: &str,
+    overrides: &[(String, f64)],
+) -> Option<u64> {
     use wgpu::naga;
     let module = naga::front::wgsl::parse_str(shader.source).ok()?;
     let info = naga::valid::Validator::new(
