@@ -7,6 +7,10 @@ use crate::gpu::context::AdapterReport;
 use crate::problem::Problem;
 use crate::run::VariantRun;
 
+/// Width of the variant column: the longest registered name (`unfused-inplace-exp`); the test
+/// below fails if a longer one is registered.
+const NAME_W: usize = 19;
+
 /// `n` and the noun, singular for 1: `count(1, "dispatch", "dispatches")` = "1 dispatch".
 pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
     let n = n.into();
@@ -287,7 +291,7 @@ fn worst_text(v: &crate::validate::Validation) -> String {
 /// A table row for a variant that did not run: its status and reason.
 fn not_run_row(r: &VariantRun) -> String {
     format!(
-        "{:<16} {} — {}\n",
+        "{:<NAME_W$} {} — {}\n",
         r.variant,
         r.status,
         r.reason.as_deref().unwrap_or("")
@@ -330,7 +334,7 @@ pub fn training(runs: &[VariantRun]) -> String {
     let _ = writeln!(s, "\ntraining step (forward in training mode + backward):");
     let _ = writeln!(
         s,
-        "{:<16} {:>9} {:>11} {:>11} {:>12} {:>12} {:>10}  dQ / dK / dV: max abs err (x twin)",
+        "{:<NAME_W$} {:>9} {:>11} {:>11} {:>12} {:>12} {:>10}  dQ / dK / dV: max abs err (x twin)",
         "variant", "disp f+b", "fwd µs", "bwd µs", "bwd moved", "saved+", "peak mem"
     );
     let us = |x: Option<crate::report::stats::Stats>| opt(x.map(|x| x.median), 1);
@@ -358,7 +362,7 @@ pub fn training(runs: &[VariantRun]) -> String {
             .collect();
         let _ = writeln!(
             s,
-            "{:<16} {:>9} {:>11} {:>11} {:>12} {:>12} {:>10}  {}",
+            "{:<NAME_W$} {:>9} {:>11} {:>11} {:>12} {:>12} {:>10}  {}",
             r.variant,
             format!("{}+{}", t.forward_dispatches, t.backward_dispatches),
             us(t.forward_gpu_us),
@@ -408,7 +412,7 @@ pub fn compact(runs: &[VariantRun]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<16} {:>5} {:>12} {:>21} {:>12} {:>12}  verdict",
+        "{:<NAME_W$} {:>5} {:>12} {:>21} {:>12} {:>12}  verdict",
         "variant", "disp", "GPU med µs", "p10–p90 µs", "memory", "bytes moved"
     );
     for r in runs {
@@ -419,7 +423,7 @@ pub fn compact(runs: &[VariantRun]) -> String {
         let span = r.forward.as_ref().and_then(|f| f.gpu_span_us);
         let _ = writeln!(
             s,
-            "{:<16} {:>5} {:>12} {:>21} {:>12} {:>12}  {}",
+            "{:<NAME_W$} {:>5} {:>12} {:>21} {:>12} {:>12}  {}",
             r.variant,
             r.predicted_dispatches,
             opt(span.map(|x| x.median), 1),
@@ -465,7 +469,7 @@ pub fn summary(runs: &[VariantRun]) -> String {
     let _ = writeln!(s, "\n== summary");
     let _ = writeln!(
         s,
-        "{:<16} {:>10} {:>8} {:>12} {:>9} {:>12} {:>12} {:>12} {:>8}",
+        "{:<NAME_W$} {:>10} {:>8} {:>12} {:>9} {:>12} {:>12} {:>12} {:>8}",
         "variant",
         "dispatches",
         "N x N",
@@ -495,7 +499,7 @@ pub fn summary(runs: &[VariantRun]) -> String {
             .map(|x| x.median);
         let _ = writeln!(
             s,
-            "{:<16} {:>10} {:>8} {:>12} {:>9} {:>12} {:>12} {:>12} {:>8}",
+            "{:<NAME_W$} {:>10} {:>8} {:>12} {:>9} {:>12} {:>12} {:>12} {:>8}",
             r.variant,
             r.predicted_dispatches,
             r.memory.as_ref().map_or(0, |m| m.n_by_n_buffers.len()),
@@ -522,4 +526,13 @@ pub fn auto(c: &crate::variants::AutoChoice) -> String {
         let _ = writeln!(s, "           not `{v}`: {why}");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_variant_column_fits_every_name() {
+        let longest = crate::variants::names().iter().map(|n| n.len()).max();
+        assert_eq!(longest, Some(super::NAME_W));
+    }
 }
