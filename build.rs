@@ -1,5 +1,58 @@
-// Records the git commit the binary was built from (for result files), when git knows it.
+// Records the git commit the binary was built from (for result files), when git knows it, and
+// compiles the GLSL kernels (shaders/*.comp) to SPIR-V in OUT_DIR, where src/kernels embeds them
+// with include_bytes!. Those kernels run through wgpu's PASSTHROUGH_SHADERS on Vulkan only
+// (src/kernels/tiled_coop_vk.rs); a compile error fails the build with glslang's log.
 use std::process::Command;
+
+/// A GLSL kernel to compile: (source under shaders/, output name, `#define`s).
+type Glsl = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+);
+
+const GLSL: &[Glsl] = &[
+    ("tiled_coop_vk.comp", "tiled_coop_vk.spv", &[("LSE", "0")]),
+    (
+        "tiled_coop_vk.comp",
+        "tiled_coop_vk_lse.spv",
+        &[("LSE", "1")],
+    ),
+    ("coop_layout_probe.comp", "coop_layout_probe.spv", &[]),
+];
+
+fn compile_glsl(out_dir: &std::path::Path) {
+    use glslang::*;
+    let compiler = Compiler::acquire().expect("glslang: acquiring the compiler");
+    for (file, out, defines) in GLSL {
+        let path = format!("shaders/{file}");
+        println!("cargo:rerun-if-changed={path}");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let source = ShaderSource::from(text);
+        let options = CompilerOptions {
+            source_language: SourceLanguage::GLSL,
+            target: Target::Vulkan {
+                version: VulkanVersion::Vulkan1_3,
+                spirv_version: SpirvVersion::SPIRV1_6,
+            },
+            messages: ShaderMessage::DEFAULT,
+            version_profile: None,
+        };
+        let defs: Vec<(&str, Option<&str>)> = defines.iter().map(|(k, v)| (*k, Some(*v))).collect();
+        let input = ShaderInput::new(&source, ShaderStage::Compute, &options, Some(&defs), None)
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        let shader = Shader::new(compiler, input)
+            .parse()
+            .unwrap_or_else(|e| panic!("{path} {defines:?}: {e}"));
+        let mut program = Program::new(compiler);
+        program.add_shader(&shader);
+        let words = program
+            .compile(ShaderStage::Compute)
+            .unwrap_or_else(|e| panic!("{path} {defines:?}: {e}"));
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        std::fs::write(out_dir.join(out), bytes).expect("writing SPIR-V to OUT_DIR");
+    }
+}
 
 fn main() {
     let out = Command::new("git").args(["rev-parse", "HEAD"]).output();
@@ -20,4 +73,6 @@ fn main() {
     println!("cargo:rustc-env=ATTN_WGPU_GIT_COMMIT={commit}");
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/index");
+    let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    compile_glsl(&out_dir);
 }

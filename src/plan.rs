@@ -23,7 +23,9 @@ pub struct BufferDecl {
     pub n_by_n: bool,
 }
 
-/// A WGSL kernel embedded in the binary.
+/// A kernel embedded in the binary: WGSL (every kernel but one), or SPIR-V compiled at build time
+/// from GLSL (`spirv` non-empty; `source` then holds the GLSL it was compiled from, for reading
+/// and reports only), which the runner hands to Vulkan through PASSTHROUGH_SHADERS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Shader {
     /// File name under `shaders/`, e.g. `qk.wgsl`.
@@ -31,9 +33,16 @@ pub struct Shader {
     pub source: &'static str,
     /// The preludes it was composed with (e.g. `f16+mask`), empty for plain `shader!` kernels.
     pub tag: &'static str,
+    /// The SPIR-V module (little-endian words) of a GLSL kernel; empty for WGSL.
+    pub spirv: &'static [u8],
 }
 
 impl Shader {
+    /// Whether this is a SPIR-V (GLSL) kernel rather than WGSL.
+    pub fn is_spirv(&self) -> bool {
+        !self.spirv.is_empty()
+    }
+
     /// What reports print: `qk.wgsl` or `qk.wgsl[f16+mask]`.
     pub fn label(&self) -> String {
         if self.tag.is_empty() {

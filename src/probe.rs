@@ -28,6 +28,7 @@ const COPY: crate::plan::Shader = crate::plan::Shader {
         include_str!("../shaders/probe_copy.wgsl")
     ),
     tag: "",
+    spirv: &[],
 };
 const FMA_F32: crate::plan::Shader = crate::plan::Shader {
     file: "probe_fma.wgsl",
@@ -36,6 +37,7 @@ const FMA_F32: crate::plan::Shader = crate::plan::Shader {
         include_str!("../shaders/probe_fma.wgsl")
     ),
     tag: "",
+    spirv: &[],
 };
 // `enable f16;` must precede every declaration, so it goes before the common prelude.
 const FMA_F16: crate::plan::Shader = crate::plan::Shader {
@@ -46,6 +48,7 @@ const FMA_F16: crate::plan::Shader = crate::plan::Shader {
         include_str!("../shaders/probe_fma_f16.wgsl")
     ),
     tag: "",
+    spirv: &[],
 };
 
 /// Threads per workgroup and vec4s per thread of probe_copy.wgsl.

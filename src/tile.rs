@@ -33,6 +33,9 @@ pub enum TileKernel {
     /// tiled_coop.wgsl / tiled_coop_rt2.wgsl: cooperative matrices, 64 or 128 rows, key blocks
     /// of 16.
     Coop,
+    /// tiled_coop_vk.comp (SPIR-V, Vulkan): cooperative matrices with the softmax in registers,
+    /// 64 rows, key blocks of 64.
+    CoopVk,
 }
 
 /// Workgroup storage of the cooperative-matrix kernel at D = 64 (tiled_coop_rt2.wgsl; its header
@@ -65,6 +68,8 @@ impl TileConfig {
                 // K and V staged, P hi and lo (BR rows x BC keys each), the subgroups' sf.
                 2 * bc * (d + 8) * 2 + 2 * self.br as u64 * bc * 2 + 4 * 512 * 4
             }
+            // K and V staged; S and P stay in registers.
+            TileKernel::CoopVk => 2 * self.bc as u64 * (4 * self.d4 as u64 + 8) * 2,
             TileKernel::Row => {
                 (2 * self.br as u64 + 2 * self.bc as u64) * self.dp as u64 * 16 + 4 * self.br as u64
             }

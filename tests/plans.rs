@@ -292,7 +292,7 @@ fn requirements_give_reasons() {
         .iter()
         .all(|(v, r)| r.contains("SHADER_F16")
             || ((v == "tiled-subgroup" || v == "split-kv") && r.contains("SUBGROUP"))
-            || (v == "tiled-coop" && r.contains("COOPERATIVE_MATRIX"))));
+            || ((v == "tiled-coop" || v == "tiled-coop-vk") && r.contains("COOPERATIVE_MATRIX"))));
     let mut c = caps();
     c.f16 = true;
     let choice = variants::auto(&p, &c).unwrap();
@@ -302,7 +302,7 @@ fn requirements_give_reasons() {
         .iter()
         .all(|(v, r)| r.contains("ranked below `tiled`")
             || ((v == "tiled-subgroup" || v == "split-kv") && r.contains("SUBGROUP"))
-            || (v == "tiled-coop" && r.contains("COOPERATIVE_MATRIX"))));
+            || ((v == "tiled-coop" || v == "tiled-coop-vk") && r.contains("COOPERATIVE_MATRIX"))));
 }
 
 #[test]

@@ -297,6 +297,12 @@ fn collect() -> Collected {
         }
     };
     for v in VARIANTS {
+        // The SPIR-V kernel (`tiled-coop-vk`, the one variant that wants PASSTHROUGH_SHADERS) is
+        // GLSL compiled by glslang at build time, not WGSL: naga can neither read nor translate
+        // it (tests/coop_vk.rs checks its plans; its backward is tiled-coop's WGSL, checked here).
+        if v.wants.contains(wgpu::Features::PASSTHROUGH_SHADERS) {
+            continue;
+        }
         for &dtype in v.requires.dtypes {
             // One claim per feature set a plan can use: the variant's effective needs, plus each
             // subset of its optional `wants` (used where an adapter offers them; e.g. `tiled`

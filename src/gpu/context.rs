@@ -56,6 +56,20 @@ impl AdapterSelection {
     }
 }
 
+/// The element layout of 16 x 16 cooperative matrices on a device, as shaders/coop_layout_probe.comp
+/// finds it (kernels/tiled_coop_vk.rs): the `tiled-coop-vk` kernel reads scores by their
+/// coordinates and runs only where they are the ones it assumes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "status", content = "detail")]
+pub enum CoopLayout {
+    /// Not probed, and why (no cooperative matrices, not Vulkan, no passthrough shaders, ...).
+    NotProbed(String),
+    /// NVIDIA's mma.m16n8k16 layout for the f32 accumulator and the f16 A operand.
+    Mma16816,
+    /// Another layout (or a probe that failed): what the probe saw.
+    Other(String),
+}
+
 /// What a plan builder may know about the adapter: pure data, so plans can be built and tested
 /// without a GPU.
 #[derive(Debug, Clone, Serialize)]
@@ -69,6 +83,10 @@ pub struct AdapterCaps {
     pub subgroup_min_size: u32,
     pub subgroup_max_size: u32,
     pub cooperative_matrix: bool,
+    /// Features::PASSTHROUGH_SHADERS on the device (SPIR-V handed to the driver as it is).
+    pub passthrough: bool,
+    /// The cooperative-matrix element layout ([`CoopLayout`]), probed when the device opens.
+    pub coop_layout: CoopLayout,
     pub max_workgroup_storage: u32,
     pub max_invocations_per_workgroup: u32,
     pub max_workgroup_size_x: u32,
@@ -118,6 +136,10 @@ impl AdapterCaps {
             subgroup_min_size: info.subgroup_min_size,
             subgroup_max_size: info.subgroup_max_size,
             cooperative_matrix: f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            passthrough: f.contains(wgpu::Features::PASSTHROUGH_SHADERS),
+            coop_layout: CoopLayout::NotProbed(
+                "probed when a run opens a device that could use it".into(),
+            ),
             max_workgroup_storage: l.max_compute_workgroup_storage_size,
             max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
             max_workgroup_size_x: l.max_compute_workgroup_size_x,
@@ -139,6 +161,8 @@ impl AdapterCaps {
             subgroup_min_size: 0,
             subgroup_max_size: 0,
             cooperative_matrix: false,
+            passthrough: false,
+            coop_layout: CoopLayout::NotProbed("no device".into()),
             max_workgroup_storage: l.max_compute_workgroup_storage_size,
             max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
             max_workgroup_size_x: l.max_compute_workgroup_size_x,
@@ -352,6 +376,7 @@ impl Gpu {
         caps.subgroups = f.contains(wgpu::Features::SUBGROUP);
         caps.subgroup_barrier = f.contains(wgpu::Features::SUBGROUP_BARRIER);
         caps.cooperative_matrix = f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+        caps.passthrough = f.contains(wgpu::Features::PASSTHROUGH_SHADERS);
         let uncaptured = Arc::new(Mutex::new(Vec::new()));
         let sink = uncaptured.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
@@ -366,7 +391,7 @@ impl Gpu {
                 *l = Some(format!("{reason:?}: {msg}"));
             }
         });
-        Ok(Gpu {
+        let mut gpu = Gpu {
             instance,
             adapter,
             device,
@@ -378,7 +403,31 @@ impl Gpu {
             setup_ms: t0.elapsed().as_secs_f64() * 1e3,
             opened_at: t0,
             wait_timeout: Gpu::DEFAULT_TIMEOUT,
-        })
+        };
+        gpu.caps.coop_layout = gpu.coop_layout();
+        // A property of the adapter's driver: reports show it with the adapter.
+        gpu.report.caps.coop_layout = gpu.caps.coop_layout.clone();
+        Ok(gpu)
+    }
+
+    /// The cooperative-matrix element layout: probed (one 32-invocation dispatch) where the
+    /// `tiled-coop-vk` kernel could run, else why not.
+    fn coop_layout(&self) -> CoopLayout {
+        let c = &self.caps;
+        let why = if c.backend != "vulkan" {
+            "not a Vulkan device"
+        } else if !c.cooperative_matrix {
+            "no cooperative matrices on this device"
+        } else if !c.passthrough {
+            "PASSTHROUGH_SHADERS not requested or not offered"
+        } else if !c.f16 || !c.subgroups {
+            "SHADER_F16 and SUBGROUP are needed"
+        } else if c.subgroup_min_size != 32 || c.subgroup_max_size != 32 {
+            "subgroups are not 32 wide"
+        } else {
+            return crate::kernels::tiled_coop_vk::probe(self);
+        };
+        CoopLayout::NotProbed(why.into())
     }
 
     /// Runs `f` inside validation and out-of-memory error scopes; any error becomes `Error::Gpu`

@@ -4,4 +4,4 @@
 pub mod context;
 pub mod runner;
 
-pub use context::{AdapterCaps, AdapterSelection, Gpu};
+pub use context::{AdapterCaps, AdapterSelection, CoopLayout, Gpu};

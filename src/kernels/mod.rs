@@ -18,6 +18,7 @@
 //! | `tiled.rs`      | tiled_rt.wgsl + tiled_rt_{wg,sg}.wgsl, tiled.wgsl (+ tiled_mask.wgsl) | tiled, tiled-subgroup |
 //! | `tiled_coop.rs` | tiled_coop.wgsl or tiled_coop_rt2.wgsl + tiled_coop_lib.wgsl + tiled_coop_kv.wgsl + tiled_coop_lo.wgsl + tiled_mask.wgsl | tiled-coop |
 //! | `softmax_bwd.rs` | softmax_bwd.wgsl (`softmax_bwd`, `normalize_bwd`, `exp_bwd`), mask_bwd.wgsl | unfused*, math (`--backward`) |
+//! | `tiled_coop_vk.rs` | tiled_coop_vk.comp (GLSL → SPIR-V at build time, Vulkan passthrough) + coop_layout_probe.comp | tiled-coop-vk |
 //! | `tiled_coop_bwd.rs` | tiled_coop_bwd_{kv,q}.wgsl + tiled_coop_lib.wgsl (+ tiled_coop_kv.wgsl for q) + tiled_mask.wgsl | tiled-coop (`--backward`) |
 //! | `tiled_bwd.rs`  | tiled_bwd_dot.wgsl, tiled_bwd_{kv,q}.wgsl + tiled_bwd_common.wgsl + tiled_bwd_d{32,64}.wgsl | tiled, tiled-subgroup, split-kv (`--backward`; `bwd_dot` also tiled-coop) |
 //! | `split_kv.rs`   | split_kv_hpl.wgsl or split_kv.wgsl + split_kv_lib.wgsl; split_kv_combine.wgsl | split-kv |
@@ -61,6 +62,7 @@ pub mod tiled;
 pub mod tiled_bwd;
 pub mod tiled_coop;
 pub mod tiled_coop_bwd;
+pub mod tiled_coop_vk;
 
 /// Embeds `shaders/<file>` behind the shared prelude `shaders/common.wgsl` (kernels that need no
 /// dtype or mask prelude: they only touch f32 intermediates).
@@ -75,6 +77,7 @@ macro_rules! shader {
                 $(, include_str!(concat!("../../shaders/", $part)))*
             ),
             tag: "",
+            spirv: &[],
         }
     };
 }
@@ -200,6 +203,7 @@ pub fn compose(
         file,
         source: Box::leak(source.into_boxed_str()),
         tag: Box::leak(tag.into_boxed_str()),
+        spirv: &[],
     };
     map.insert(key, s);
     s
@@ -388,6 +392,10 @@ fn read_workgroup_bytes(
     overrides: &[(String, f64)],
 ) -> Option<u64> {
     use wgpu::naga;
+    if shader.is_spirv() {
+        // Compiled for one shape: no pipeline constants to apply.
+        return spirv_workgroup_bytes(shader.spirv);
+    }
     let module = naga::front::wgsl::parse_str(shader.source).ok()?;
     let info = naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
@@ -404,6 +412,67 @@ fn read_workgroup_bytes(
     )
     .ok()?;
     workgroup_bytes_of(&module, &info, entry)
+}
+
+/// The workgroup memory a SPIR-V module (little-endian words, one entry point) declares: its
+/// `Workgroup` variables, each rounded up to 16 bytes as [`workgroup_bytes`] counts WGSL's. Reads
+/// only the instructions that size them (scalar, vector and array types, integer constants); None
+/// for a module it cannot size.
+pub fn spirv_workgroup_bytes(spirv: &[u8]) -> Option<u64> {
+    const INT: u32 = 21;
+    const FLOAT: u32 = 22;
+    const VECTOR: u32 = 23;
+    const ARRAY: u32 = 28;
+    const POINTER: u32 = 32;
+    const CONSTANT: u32 = 43;
+    const VARIABLE: u32 = 59;
+    const WORKGROUP: u32 = 4;
+    let words: Vec<u32> = spirv
+        .chunks_exact(4)
+        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    if words.len() < 5 || words[0] != 0x0723_0203 {
+        return None;
+    }
+    let mut size: HashMap<u32, u64> = HashMap::new(); // type id -> bytes
+    let mut constant: HashMap<u32, u64> = HashMap::new(); // constant id -> value
+    let mut pointee: HashMap<u32, (u32, u32)> = HashMap::new(); // pointer type -> (class, type)
+    let mut total = 0u64;
+    let mut at = 5;
+    while at < words.len() {
+        let (count, op) = ((words[at] >> 16) as usize, words[at] & 0xffff);
+        let ins = words.get(at..at + count.max(1))?;
+        match op {
+            INT | FLOAT => {
+                size.insert(ins[1], ins[2] as u64 / 8);
+            }
+            // Types it cannot size (cooperative matrices, arrays of them) stay unknown: only a
+            // workgroup variable of such a type makes the module unsizable.
+            VECTOR => {
+                if let Some(&e) = size.get(&ins[2]) {
+                    size.insert(ins[1], e * ins[3] as u64);
+                }
+            }
+            ARRAY => {
+                if let (Some(&e), Some(&n)) = (size.get(&ins[2]), constant.get(&ins[3])) {
+                    size.insert(ins[1], e * n);
+                }
+            }
+            CONSTANT => {
+                constant.insert(ins[2], ins[3] as u64);
+            }
+            POINTER => {
+                pointee.insert(ins[1], (ins[2], ins[3]));
+            }
+            VARIABLE if ins[3] == WORKGROUP => {
+                let (_, ty) = pointee.get(&ins[1])?;
+                total += size.get(ty)?.next_multiple_of(16);
+            }
+            _ => {}
+        }
+        at += count.max(1);
+    }
+    Some(total)
 }
 
 /// [`workgroup_bytes`] of a module whose pipeline constants are already applied.

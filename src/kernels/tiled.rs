@@ -389,8 +389,12 @@ pub fn attention(
             };
             (shader, prefetch)
         }
-        TileKernel::Coop => {
-            return Err("the cooperative-matrix kernel is built by kernels::tiled_coop".into())
+        TileKernel::Coop | TileKernel::CoopVk => {
+            return Err(
+                "the cooperative-matrix kernels are built by kernels::tiled_coop and \
+                 kernels::tiled_coop_vk"
+                    .into(),
+            )
         }
         TileKernel::Row if p.backward => {
             return Err(format!(

@@ -9,6 +9,7 @@
 //! | `tiled`           | `tiled.rs`     | tiled_v2.wgsl (tile rt2, D <= 64), tiled_rt.wgsl + tiled_rt_wg.wgsl (tile rt, D <= 256), else tiled.wgsl |
 //! | `tiled-subgroup`  | `tiled.rs`     | tiled_rt.wgsl + tiled_rt_sg.wgsl (D <= 256)                |
 //! | `tiled-coop`      | `tiled.rs`     | tiled_coop.wgsl (f16, cooperative matrices, D <= 256)      |
+//! | `tiled-coop-vk`   | `tiled.rs`     | tiled_coop_vk.comp (GLSL → SPIR-V, Vulkan passthrough; f16, D = 64) |
 //! | `math`            | `math.rs`      | convert.wgsl, math_mask.wgsl, qk.wgsl, math_rows.wgsl, pv.wgsl, narrow.wgsl |
 //!
 //! The kernels these plans are made of are units of their own: `src/kernels/<name>.rs` beside
@@ -46,6 +47,7 @@ pub enum VariantId {
     Tiled,
     TiledSubgroup,
     TiledCoop,
+    TiledCoopVk,
     SplitKv,
 }
 
@@ -280,6 +282,11 @@ const STORED_IN_DTYPE: Requirements = Requirements {
     masks: true,
 };
 
+/// Why `tiled-coop-vk` is claimed on Vulkan only.
+const VK_ONLY: &str =
+    "its kernel is SPIR-V compiled from GLSL at build time (shaders/tiled_coop_vk.comp), \
+    handed to the driver through PASSTHROUGH_SHADERS: Vulkan only";
+
 pub const VARIANTS: &[Variant] = &[
     Variant {
         id: VariantId::Unfused,
@@ -386,6 +393,31 @@ pub const VARIANTS: &[Variant] = &[
         build: tiled::build_coop,
         excludes: &[],
         wants: wgpu::Features::empty(),
+        tiles: false,
+    },
+    Variant {
+        id: VariantId::TiledCoopVk,
+        name: "tiled-coop-vk",
+        summary: "Vulkan only: tiled-coop with the softmax in registers (S and P never in workgroup memory), a GLSL kernel (GL_KHR_cooperative_matrix) compiled to SPIR-V at build time and run through PASSTHROUGH_SHADERS; f16, D = 64, no mask bias or dropout",
+        needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX.union(wgpu::Features::SUBGROUP),
+        requires: Requirements {
+            dtypes: &[DType::F16],
+            f16_needs_shader_f16: true,
+            bf16_needs_even_d: true,
+            masks: false,
+        },
+        fully_masked: Semantics::Zero,
+        // Last until it has been measured against `tiled-coop` on a device (not yet: see
+        // kernels/tiled_coop_vk.rs); `--variant tiled-coop-vk` runs it.
+        auto_rank: 45,
+        build: tiled::build_coop_vk,
+        excludes: &[
+            (Backend::Metal, VK_ONLY),
+            (Backend::Dx12, VK_ONLY),
+            (Backend::Gl, VK_ONLY),
+        ],
+        // Requested with the variant; the builder refuses it without (kernels/tiled_coop_vk.rs).
+        wants: wgpu::Features::PASSTHROUGH_SHADERS,
         tiles: false,
     },
     Variant {
@@ -564,7 +596,7 @@ pub struct AutoChoice {
 pub const AUTO_RULE: &str = "the compatible variant with the lowest auto_rank in the registry \
     (split-kv 3, which takes decode shapes only: N <= 16 with keys for several slices; \
     tiled-coop 5 < tiled 10 < tiled-subgroup 15 < unfused-inplace 20 < unfused 30 < \
-    unfused-inplace-exp 35 < math 40: \
+    unfused-inplace-exp 35 < math 40 < tiled-coop-vk 45 (Vulkan-only SPIR-V, not yet measured): \
     the tensor-core kernel first where it runs (f16, cooperative matrices); then fewest estimated \
     bytes moved first, since attention is memory-bound and the fused kernels never write N x N; \
     between the two register-tiled fused kernels, which move the same bytes, the one that needs \

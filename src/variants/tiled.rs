@@ -102,6 +102,23 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     training(plan, p, caps, Backward::Coop)
 }
 
+/// `tiled-coop-vk`: kernels/tiled_coop_vk.rs (the SPIR-V kernel with the softmax in registers),
+/// whose training forward writes L for tiled-coop's backward.
+pub fn build_coop_vk(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
+    use crate::kernels::tiled_coop_vk;
+    tiled_coop_vk::check(p, caps)?;
+    let d = tiled_coop_vk::attention(p, caps)?;
+    let plan = fused_plan(
+        p,
+        tiled_coop::input_bytes(p),
+        d,
+        tiled_coop_vk::STORAGE,
+        &tiled_coop_vk::tile(),
+        vec![],
+    );
+    training(plan, p, caps, Backward::Coop)
+}
+
 /// Which fused backward a training plan gets.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Backward {

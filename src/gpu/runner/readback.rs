@@ -1,12 +1,21 @@
 //! Reading a buffer back to the host: copy to a mappable buffer, map, wait.
 
 use super::Runner;
+use crate::gpu::Gpu;
 use crate::{Error, Result};
 
 impl Runner<'_> {
     /// Reads the first `bytes` bytes of `src` (the buffer itself is padded to 16 bytes).
     pub(super) fn read_back(&self, src: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
-        let gpu = self.gpu;
+        self.gpu.read_back(src, bytes)
+    }
+}
+
+impl Gpu {
+    /// Reads the first `bytes` bytes of `src`, which needs COPY_SRC (a copy to a mappable buffer,
+    /// map, wait).
+    pub fn read_back(&self, src: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
+        let gpu = self;
         let size = bytes
             .next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
             .min(src.size());

@@ -1,0 +1,38 @@
+// coop_layout_probe.comp — which elements of a 16 x 16 cooperative matrix each invocation of a
+// 32-wide subgroup holds, for the f32 accumulator and the f16 A operand: the layout that
+// tiled_coop_vk.comp assumes and src/kernels/tiled_coop_vk.rs checks before it offers the variant.
+// The matrices are loaded from a row-major index table (element (r, c) = 16r + c, exact in f16),
+// so each element read back names its own coordinates. Lane l writes 18 floats at 18l: the two
+// `length()`s, then up to 8 accumulator elements and up to 8 A elements (-1 past the length).
+#version 450
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_shader_subgroup_basic : require
+
+layout(local_size_x = 32, local_size_y = 1, local_size_z = 1) in;
+
+layout(set = 0, binding = 0, std430) buffer Out { float result[]; };
+
+shared float index_f32[256];
+shared float16_t index_f16[256];
+
+void main() {
+    const uint lane = gl_SubgroupInvocationID;
+    for (uint e = lane; e < 256u; e += 32u) {
+        index_f32[e] = float(e);
+        index_f16[e] = float16_t(e);
+    }
+    barrier();
+    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c;
+    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a;
+    coopMatLoad(c, index_f32, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(a, index_f16, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
+    const uint o = 18u * lane;
+    result[o] = float(c.length());
+    result[o + 1u] = float(a.length());
+    for (int i = 0; i < 8; i++) {
+        result[o + 2u + uint(i)] = i < c.length() ? c[i] : -1.0;
+        result[o + 10u + uint(i)] = i < a.length() ? float(a[i]) : -1.0;
+    }
+}

@@ -1,0 +1,242 @@
+// tiled_coop_vk.comp — the `tiled-coop-vk` kernel: FlashAttention-2's forward on cooperative
+// matrices with the softmax in registers. GLSL with GL_KHR_cooperative_matrix, compiled to SPIR-V
+// at build time (build.rs, glslang) and handed to Vulkan through wgpu's PASSTHROUGH_SHADERS:
+// Vulkan only, f16 Q/K/V/O, D = 64, no mask bias, no dropout (src/kernels/tiled_coop_vk.rs says
+// why each is refused).
+//
+// Why GLSL: wgpu 30's WGSL cooperative matrices have no element access, so `tiled-coop` must send
+// every 16 x 16 score tile through workgroup memory to compute its row maxima and sums, and every P
+// tile back through it to feed P·V (README, "the walls"). GL_KHR_cooperative_matrix gives each
+// invocation its elements of a matrix (`s[i]`, `length()`), but not their coordinates: those are
+// the driver's. This kernel assumes the layout NVIDIA's mma.sync.m16n8k16 uses, which the host
+// checks on the device before it offers the variant (coop_layout_probe.comp): lane l = 4g + t holds,
+// for element i of a 16 x 16 matrix (accumulator f32 or A operand f16 alike),
+//     row = g + 8 * ((i >> 1) & 1),   column = 2t + (i & 1) + 8 * (i >> 2).
+// With it: row maxima and sums are two subgroup shuffles (the four lanes 4g .. 4g+3 share rows g and
+// g + 8), O is rescaled in registers, and a P tile becomes the A operand of P·V element for element
+// in registers (the accumulator and the A operand share the layout): S and P never touch workgroup
+// memory. Only K and V are staged, 64 keys a block, with padded rows.
+//
+// A workgroup of 128 invocations (four 32-wide subgroups) owns BR = 64 query rows of one head;
+// subgroup s owns rows 16s .. 16s + 15. Per key block of BC = 64 keys:
+//   1. stage K and V (prefetched into registers during the previous block), two workgroup barriers;
+//   2. S = Q Kᵀ: four 16 x 16 f32 tiles (keys 16n ..), Q kept as four A matrices;
+//   3. scale to base 2, mask (only blocks that cross the causal diagonal or the last key), row
+//      maxima by shuffles, the online-softmax rescale of the running sum and of O in registers;
+//   4. P = exp2(S - m) rounded to f16 into A matrices (FlashAttention's single f16 P);
+//   5. O += P V over the four tiles of 16 keys.
+// Workgroup storage: K and V 2 x 64 x (64 + 8) f16 = 18432 bytes.
+#version 450
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : require
+
+// LSE (0 or 1) is defined by build.rs: 1 writes the row logsumexp for the backward.
+
+layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
+
+// shaders/common.wgsl's `Params`, field for field (std140: 20 scalars of 4 bytes).
+layout(set = 0, binding = 0, std140) uniform ParamsBlock {
+    uint heads;
+    uint seq;
+    uint head_dim;
+    uint causal;
+    float scale;
+    uint neg_inf_bits;
+    uint head_offset;
+    uint heads_per_batch;
+    uint mask_bstride;
+    uint mask_hstride;
+    float factor;
+    uint drop_threshold;
+    float drop_scale;
+    uint drop_key0;
+    uint drop_key1;
+    uint kv_group;
+    uint kv_seq;
+    int causal_off;
+    uint pad0;
+    uint pad1;
+} params;
+
+layout(set = 0, binding = 1, std430) readonly buffer QBuf { float16_t q[]; };
+layout(set = 0, binding = 2, std430) readonly buffer KBuf { f16vec4 k4[]; };
+layout(set = 0, binding = 3, std430) readonly buffer VBuf { f16vec4 v4[]; };
+layout(set = 0, binding = 4, std430) buffer OBuf { f16vec2 o2[]; };
+#if LSE
+// shaders/tiled_lse.wgsl's L: m + log2(sum) in base 2, +inf for a row with no allowed key.
+layout(set = 0, binding = 5, std430) buffer LBuf { float lse[]; };
+#endif
+
+const uint D = 64;            // head dimension (the only one compiled)
+const uint D4 = D / 4;        // f16vec4 a row
+const uint BR = 64;           // query rows a workgroup
+const uint BC = 64;           // keys a block
+const uint KP4 = D4 + 2;      // staged row pitch in f16vec4: D + 8 halves (bank-conflict padding)
+const uint LOADS = BC * D4 / 128;  // f16vec4 of K (and of V) each invocation stages a block: 8
+const float LOG2E = 1.4426950408889634;
+
+shared f16vec4 ks[BC * KP4];  // [key][KP4]
+shared f16vec4 vs[BC * KP4];
+
+#define ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define MATA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define MATB coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+
+void main() {
+    const uint t = gl_LocalInvocationIndex;
+    const uint sg = gl_SubgroupID;
+    const uint lane = gl_SubgroupInvocationID;
+    const uint g = lane >> 2;
+    const uint tq = lane & 3u;
+    const uint n = params.seq;
+    const uint nk = params.kv_seq;
+    const uint head = params.head_offset + gl_WorkGroupID.y;
+    const uint base = head * n * D;
+    const uint i0 = gl_WorkGroupID.x * BR;
+    const uint r0 = i0 + sg * 16u;              // this subgroup's first row
+    const uint rows[2] = uint[2](r0 + g, r0 + g + 8u);  // this lane's two rows
+    const bool causal = params.causal != 0u;
+    const int off = params.causal_off;
+    const float ninf = uintBitsToFloat(params.neg_inf_bits);
+    const float qscale = params.scale * LOG2E;
+    const uint kvb = (head / params.kv_group) * nk * D4;  // this head's K/V, in f16vec4
+
+    // The keys any row of the workgroup may see (all M, or up to the causal diagonal).
+    uint kv_end = nk;
+    if (causal) {
+        kv_end = uint(clamp(int(i0 + BR) + off, 0, int(nk)));
+    }
+
+    // Q of this subgroup's 16 rows (the host pads Q by 128 rows past the last head).
+    MATA qa[4];
+    [[unroll]] for (uint c = 0; c < 4; c++) {
+        coopMatLoad(qa[c], q, base + r0 * D + 16u * c, D, gl_CooperativeMatrixLayoutRowMajor);
+    }
+    ACC o[4];
+    [[unroll]] for (uint c = 0; c < 4; c++) {
+        o[c] = ACC(0.0);
+    }
+    float m[2] = float[2](ninf, ninf);  // the rows' running maxima (base 2)
+    float l[2] = float[2](0.0, 0.0);    // this lane's share of the rows' sums, relative to m
+
+    // The first block into registers (K and V are padded by 128 rows past the last head too).
+    f16vec4 pk[LOADS];
+    f16vec4 pv[LOADS];
+    [[unroll]] for (uint e = 0; e < LOADS; e++) {
+        const uint w = t + 128u * e;  // word w: key w / D4, column 4 (w % D4)
+        pk[e] = k4[kvb + w];
+        pv[e] = v4[kvb + w];
+    }
+
+    for (uint j0 = 0; j0 < kv_end; j0 += BC) {
+        // 1. Stage this block; prefetch the next one into registers.
+        barrier();
+        [[unroll]] for (uint e = 0; e < LOADS; e++) {
+            const uint w = t + 128u * e;
+            ks[(w / D4) * KP4 + w % D4] = pk[e];
+            vs[(w / D4) * KP4 + w % D4] = pv[e];
+        }
+        barrier();
+        if (j0 + BC < kv_end) {
+            [[unroll]] for (uint e = 0; e < LOADS; e++) {
+                const uint w = (j0 + BC) * D4 + t + 128u * e;
+                pk[e] = k4[kvb + w];
+                pv[e] = v4[kvb + w];
+            }
+        }
+        if (causal && int(j0) > int(r0 + 15u) + off) {
+            continue;  // every key of the block lies above this subgroup's rows
+        }
+
+        // 2. S = Q Kᵀ, four tiles of 16 keys (Kᵀ read column-major from the staged rows).
+        ACC s[4];
+        [[unroll]] for (uint nt = 0; nt < 4; nt++) {
+            s[nt] = ACC(0.0);
+            [[unroll]] for (uint c = 0; c < 4; c++) {
+                MATB kb;
+                coopMatLoad(kb, ks, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutColumnMajor);
+                s[nt] = coopMatMulAdd(qa[c], kb, s[nt]);
+            }
+        }
+
+        // 3. Scale, mask where the block crosses the diagonal or the last key, row maxima.
+        const bool edge = j0 + BC > nk || (causal && int(j0 + BC - 1u) > int(r0) + off);
+        float mx[2] = float[2](ninf, ninf);
+        [[unroll]] for (uint nt = 0; nt < 4; nt++) {
+            [[unroll]] for (uint i = 0; i < 8; i++) {
+                const uint h = (i >> 1) & 1u;
+                float x = s[nt][i] * qscale;
+                if (edge) {
+                    const uint col = j0 + 16u * nt + 2u * tq + (i & 1u) + 8u * (i >> 2);
+                    const bool ok = col < nk && (!causal || int(col) <= int(rows[h]) + off);
+                    x = ok ? x : ninf;
+                }
+                s[nt][i] = x;
+                mx[h] = max(mx[h], x);
+            }
+        }
+        float alpha[2];
+        float mu[2];  // the maximum P is taken against: 0 while a row has seen no allowed key
+        [[unroll]] for (uint h = 0; h < 2; h++) {
+            mx[h] = max(mx[h], subgroupShuffleXor(mx[h], 1u));
+            mx[h] = max(mx[h], subgroupShuffleXor(mx[h], 2u));
+            const float mn = max(m[h], mx[h]);
+            mu[h] = mn == ninf ? 0.0 : mn;
+            alpha[h] = exp2(m[h] - mu[h]);  // 0 for the first allowed block (m = -inf)
+            m[h] = mn;
+            l[h] *= alpha[h];
+        }
+        [[unroll]] for (uint c = 0; c < 4; c++) {
+            [[unroll]] for (uint i = 0; i < 8; i++) {
+                o[c][i] *= alpha[(i >> 1) & 1u];
+            }
+        }
+
+        // 4. P = exp2(S - m) as f16 A matrices, element for element (same layout).
+        MATA pa[4];
+        [[unroll]] for (uint nt = 0; nt < 4; nt++) {
+            [[unroll]] for (uint i = 0; i < 8; i++) {
+                const uint h = (i >> 1) & 1u;
+                const float p = exp2(s[nt][i] - mu[h]);
+                l[h] += p;
+                pa[nt][i] = float16_t(p);
+            }
+        }
+
+        // 5. O += P V: key tile nt of P against rows 16nt .. of V, column tile c.
+        [[unroll]] for (uint nt = 0; nt < 4; nt++) {
+            [[unroll]] for (uint c = 0; c < 4; c++) {
+                MATB vb;
+                coopMatLoad(vb, vs, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutRowMajor);
+                o[c] = coopMatMulAdd(pa[nt], vb, o[c]);
+            }
+        }
+    }
+
+    // O = accumulators / row sum (0 for a row with no allowed key), two columns a store.
+    float inv[2];
+    [[unroll]] for (uint h = 0; h < 2; h++) {
+        l[h] += subgroupShuffleXor(l[h], 1u);
+        l[h] += subgroupShuffleXor(l[h], 2u);
+        inv[h] = l[h] > 0.0 ? 1.0 / l[h] : 0.0;
+#if LSE
+        if (tq == 0u && rows[h] < n) {
+            lse[head * n + rows[h]] = l[h] > 0.0 ? m[h] + log2(l[h]) : uintBitsToFloat(0x7f800000u);
+        }
+#endif
+    }
+    [[unroll]] for (uint c = 0; c < 4; c++) {
+        [[unroll]] for (uint i = 0; i < 8; i += 2) {
+            const uint h = (i >> 1) & 1u;
+            if (rows[h] < n) {
+                const uint col = 16u * c + 2u * tq + 8u * (i >> 2);
+                o2[(base + rows[h] * D + col) / 2u] = f16vec2(o[c][i] * inv[h], o[c][i + 1u] * inv[h]);
+            }
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! `attention` on cooperative matrices with the softmax in registers (the `tiled-coop-vk`
+//! variant): shaders/tiled_coop_vk.comp, GLSL with GL_KHR_cooperative_matrix compiled to SPIR-V
+//! by build.rs (glslang) and handed to Vulkan through wgpu's `PASSTHROUGH_SHADERS`. Vulkan only,
+//! f16, D = 64, causal or not, grouped-query attention, training (it writes L for
+//! kernels/tiled_coop_bwd.rs); no mask bias, no dropout.
+//!
+//! wgpu 30's WGSL cooperative matrices have no element access, which is why `tiled-coop` sends
+//! every score and probability tile through workgroup memory (README, the walls). GLSL's
+//! cooperative matrices have element access but leave the element coordinates to the driver, so
+//! the kernel assumes one layout (NVIDIA's mma.m16n8k16: [`assumed`]) and the device is asked
+//! first: at device creation [`probe`] runs shaders/coop_layout_probe.comp and
+//! [`AdapterCaps::coop_layout`] records what it found; the plan builder refuses the variant,
+//! with what the probe saw, on any other layout.
+
+use super::{check_binding, mask_slot};
+use crate::gpu::context::CoopLayout;
+use crate::gpu::{AdapterCaps, Gpu};
+use crate::plan::{Dispatch, Shader};
+use crate::problem::{DType, Problem};
+use crate::tile::{TileConfig, TileKernel};
+
+/// The one head dimension the kernel is compiled for.
+pub const HEAD_DIM: u32 = 64;
+/// Query rows a workgroup (four subgroups of 16).
+pub const BR: u32 = 64;
+/// Keys a block.
+pub const BC: u32 = 64;
+/// Workgroup storage: K and V staged, 2 x BC x (D + 8) f16 (the kernel's header).
+pub const STORAGE: u64 = 2 * BC as u64 * (HEAD_DIM as u64 + 8) * 2;
+
+const SOURCE: &str = include_str!("../../shaders/tiled_coop_vk.comp");
+const SPIRV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tiled_coop_vk.spv"));
+const SPIRV_LSE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tiled_coop_vk_lse.spv"));
+/// shaders/coop_layout_probe.comp as SPIR-V.
+pub const PROBE_SPIRV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coop_layout_probe.spv"));
+
+/// The kernel: inference, or training (`lse`: also writes the row logsumexp L at binding 5).
+pub fn shader(lse: bool) -> Shader {
+    Shader {
+        file: "tiled_coop_vk.comp",
+        source: SOURCE,
+        tag: if lse { "spirv+lse" } else { "spirv" },
+        spirv: if lse { SPIRV_LSE } else { SPIRV },
+    }
+}
+
+/// The tile: BR = 64 rows, key blocks of BC = 64.
+pub fn tile() -> TileConfig {
+    TileConfig {
+        kernel: TileKernel::CoopVk,
+        br: BR,
+        bc: BC,
+        d4: HEAD_DIM / 4,
+        dp: 0,
+    }
+}
+
+/// Why this problem cannot run on this adapter, if it cannot: everything the kernel does not do.
+pub fn check(p: &Problem, caps: &AdapterCaps) -> Result<(), String> {
+    if caps.backend != "vulkan" {
+        return Err(format!(
+            "a SPIR-V kernel (GLSL compiled at build time) runs on Vulkan only, not on {}",
+            caps.backend
+        ));
+    }
+    if !caps.passthrough {
+        return Err(
+            "the device lacks Features::PASSTHROUGH_SHADERS (SPIR-V handed to the \
+                    driver as it is)"
+                .into(),
+        );
+    }
+    if !caps.cooperative_matrix {
+        return Err("the device lacks Features::EXPERIMENTAL_COOPERATIVE_MATRIX".into());
+    }
+    if caps.subgroup_min_size != 32 || caps.subgroup_max_size != 32 {
+        return Err(format!(
+            "the kernel's layout is that of a 32-wide subgroup; this adapter's subgroups are \
+             {}..{} wide",
+            caps.subgroup_min_size, caps.subgroup_max_size
+        ));
+    }
+    match &caps.coop_layout {
+        CoopLayout::Mma16816 => {}
+        CoopLayout::NotProbed(why) => {
+            return Err(format!(
+                "the cooperative-matrix element layout was not probed ({why})"
+            ))
+        }
+        CoopLayout::Other(what) => {
+            return Err(format!(
+                "the kernel reads score elements by their coordinates in NVIDIA's mma.m16n8k16 \
+                 layout, and this driver lays 16 x 16 matrices out otherwise: {what}"
+            ))
+        }
+    }
+    if p.dtype != DType::F16 {
+        return Err(format!(
+            "dtype {} is not implemented (f16 only)",
+            p.dtype.name()
+        ));
+    }
+    if p.head_dim != HEAD_DIM {
+        return Err(format!(
+            "the kernel is compiled for D = {HEAD_DIM} only (got --head-dim {})",
+            p.head_dim
+        ));
+    }
+    if p.mask.bias.is_some() {
+        return Err("explicit masks / key padding are not implemented (causal is)".into());
+    }
+    if p.dropout().is_some() {
+        return Err("dropout is not implemented".into());
+    }
+    let storage = STORAGE;
+    if storage > caps.max_workgroup_storage as u64 {
+        return Err(format!(
+            "needs {storage} bytes of workgroup storage, this adapter allows {}",
+            caps.max_workgroup_storage
+        ));
+    }
+    Ok(())
+}
+
+/// The fused dispatch (no pipeline constants: the SPIR-V is compiled for its one shape). The
+/// caller has run [`check`].
+pub fn attention(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
+    check_binding("Q ([B, H, N, D])", super::tiled_coop::input_bytes(p), caps)?;
+    debug_assert!(mask_slot(&super::tiled::fused_bindings(p)).is_none());
+    super::tiled::fused_dispatch(p, caps, shader(p.backward), vec![], &tile())
+}
+
+/// The layout tiled_coop_vk.comp assumes: element `i` of lane `lane` of a 16 x 16 matrix (f32
+/// accumulator and f16 A operand alike) is (row, column) — NVIDIA's mma.m16n8k16 fragments, the
+/// 16 x 16 accumulator as two 16 x 8 ones.
+pub fn assumed(lane: u32, i: u32) -> (u32, u32) {
+    let (g, t) = (lane / 4, lane % 4);
+    (g + 8 * ((i >> 1) & 1), 2 * t + (i & 1) + 8 * (i >> 2))
+}
+
+/// Floats the probe writes a lane: the two lengths, 8 accumulator and 8 A elements.
+pub const PROBE_STRIDE: usize = 18;
+
+/// What shaders/coop_layout_probe.comp's output (32 lanes x [`PROBE_STRIDE`] floats) says: the
+/// assumed layout, or the first difference.
+pub fn read_probe(out: &[f32]) -> CoopLayout {
+    if out.len() < 32 * PROBE_STRIDE {
+        return CoopLayout::Other(format!(
+            "the probe returned {} floats, expected {}",
+            out.len(),
+            32 * PROBE_STRIDE
+        ));
+    }
+    for lane in 0..32u32 {
+        let o = &out[lane as usize * PROBE_STRIDE..][..PROBE_STRIDE];
+        if o[0] != 8.0 || o[1] != 8.0 {
+            return CoopLayout::Other(format!(
+                "lane {lane} holds {} accumulator and {} A elements (the kernel assumes 8 and 8)",
+                o[0], o[1]
+            ));
+        }
+        for (what, at) in [("accumulator", 2usize), ("A", 10)] {
+            for i in 0..8u32 {
+                let got = o[at + i as usize];
+                let (r, c) = assumed(lane, i);
+                if got != (16 * r + c) as f32 {
+                    let seen: Vec<String> = o[at..at + 8]
+                        .iter()
+                        .map(|&x| format!("({}, {})", x as i32 / 16, x as i32 % 16))
+                        .collect();
+                    return CoopLayout::Other(format!(
+                        "lane {lane}'s {what} elements are at {} (the kernel assumes element {i} \
+                         at ({r}, {c}))",
+                        seen.join(" ")
+                    ));
+                }
+            }
+        }
+    }
+    CoopLayout::Mma16816
+}
+
+/// Runs the layout probe on `gpu` (a Vulkan device with cooperative matrices, passthrough
+/// shaders and 32-wide subgroups) and reads it. A failure to run is reported as such.
+pub fn probe(gpu: &Gpu) -> CoopLayout {
+    match run_probe(gpu) {
+        Ok(out) => read_probe(&out),
+        Err(e) => CoopLayout::Other(format!("the layout probe did not run: {e}")),
+    }
+}
+
+fn run_probe(gpu: &Gpu) -> crate::Result<Vec<f32>> {
+    let bytes = (32 * PROBE_STRIDE * 4) as u64;
+    let dev = &gpu.device;
+    let words: Vec<u32> = PROBE_SPIRV
+        .chunks_exact(4)
+        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    let out = gpu.scoped("running the cooperative-matrix layout probe", || {
+        // SAFETY: the project's own probe kernel (shaders/coop_layout_probe.comp), one storage
+        // buffer of 32 x 18 floats at binding 0, which it writes within bounds.
+        let module = unsafe {
+            dev.create_shader_module_passthrough(wgpu::ShaderModuleDescriptorPassthrough {
+                label: Some("coop_layout_probe.comp"),
+                entry_points: std::borrow::Cow::Borrowed(&[wgpu::PassthroughShaderEntryPoint {
+                    name: std::borrow::Cow::Borrowed("main"),
+                    workgroup_size: (32, 1, 1),
+                }]),
+                spirv: Some(std::borrow::Cow::Owned(words)),
+                ..Default::default()
+            })
+        };
+        let layout = dev.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("coop_layout_probe"),
+            entries: &[wgpu::BindGroupLayoutEntry {
+                binding: 0,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Storage { read_only: false },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            }],
+        });
+        let pipeline_layout = dev.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("coop_layout_probe"),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = dev.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("coop_layout_probe"),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        let out = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("coop_layout_probe"),
+            size: bytes,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let group = dev.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("coop_layout_probe"),
+            layout: &layout,
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: out.as_entire_binding(),
+            }],
+        });
+        let mut enc = dev.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups(1, 1, 1);
+        }
+        gpu.queue.submit([enc.finish()]);
+        out
+    })?;
+    let raw = gpu.read_back(&out, bytes)?;
+    Ok(bytemuck::pod_collect_to_vec(&raw))
+}
