@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Prepared in stop 28 (no device was lent that session), not run. First light of `tiled-coop-vk`:
+# shaders/tiled_coop_vk.comp (GLSL, GL_KHR_cooperative_matrix, compiled by build.rs) through
+# PASSTHROUGH_SHADERS, the softmax in registers under NVIDIA's mma.m16n8k16 element layout, which
+# the device's probe (shaders/coop_layout_probe.comp) must confirm first. It runs T = a build of
+# main with it (cargo build --release; gzip -c target/release/attn-wgpu > .exp/T.gz), as /tmp/K.
+# Prediction (FLOP/byte model and v29's ablation of tiled-coop at N=1024, 270 µs): the S round
+# trip, the softmax reads, the P stores and the rescale round trips go (about 38.5 + 13.3 µs and
+# part of the 91 µs skeleton), staging stays: 150-200 µs at N=1024 (flash 95), if the driver keeps
+# the 4 + 4 + 4 + 4 matrices in registers.
+#   bash results/h200/2026-12-04-v35-coop-vk/prepared/run22.sh $OUT/vk    (~4 min: timeout_s 400)
+set -u
+OUT=${1:?}; mkdir -p $OUT; L=$OUT/vk.txt; C=$OUT/checks.txt
+source bench/h200_env.sh
+gunzip -c .exp/T.gz > /tmp/K; chmod +x /tmp/K
+# 1. What the probe saw (adapter.caps.coop_layout), and the plan's verdict on a small problem.
+timeout 60 /tmp/K run --variant tiled-coop,tiled-coop-vk --batch 2 --heads 4 --seq 128 --head-dim 64 \
+  --dtype f16 --reps 3 --verbose --json $OUT/small.json > $OUT/small.txt 2>&1
+python3 -c "import json,sys; print('coop_layout:', json.load(open(sys.argv[1]))['adapter']['caps']['coop_layout'])" $OUT/small.json >> $L 2>&1
+grep -E "^tiled|rror|incompatible" $OUT/small.txt | cut -c1-200 >> $L
+# 2. Checks against the f64 reference: causal / not, ragged N, GQA with N != M both alignments,
+#    decode-like N, training (dQ, dK, dV through tiled-coop's backward).
+step() { echo "## $*" >> $C; timeout 40 "$@" 2>&1 | grep -E "^(tiled|error|Error)|rror|FAIL|  d[QKV]" | cut -c1-160 >> $C; }
+V="--variant tiled-coop-vk --dtype f16 --head-dim 64"
+step /tmp/K run $V --batch 8 --heads 16 --seq 1024 --reps 5
+step /tmp/K run $V --batch 3 --heads 5 --seq 77 --reps 5 --no-causal
+step /tmp/K run $V --batch 2 --heads 16 --kv-heads 4 --seq 700 --kv-seq 900 --causal bottom-right --reps 5
+step /tmp/K run $V --batch 1 --heads 2 --seq 33 --kv-seq 200 --causal top-left --reps 5
+step /tmp/K run $V --batch 2 --heads 8 --seq 900 --kv-seq 300 --causal bottom-right --reps 5
+step /tmp/K run $V --batch 1 --heads 4 --seq 1 --kv-seq 77 --reps 5 --no-causal
+step /tmp/K run $V --batch 2 --heads 4 --seq 128 --reps 3 --backward
+step /tmp/K run $V --batch 8 --heads 16 --seq 1024 --reps 3 --backward
+# 3. A/B in one lease, two rounds, beside PyTorch (flash, cuDNN, efficient).
+SEED="--batch 8 --heads 16 --head-dim 64 --dtype f16"
+/tmp/K run --variant tiled --batch 8 --heads 16 --seq 1024 --reps 50 --warmup 20 > /dev/null 2>&1
+for r in 1 2; do
+  echo "## round $r N1024 / N4096" >> $L
+  timeout 40 /tmp/K run $SEED --variant tiled-coop,tiled-coop-vk --seq 1024 --reps 20 --json $OUT/ab_N1024_r$r.json 2>&1 | grep -E "^tiled|rror" | cut -c1-120 >> $L
+  timeout 60 /tmp/K run $SEED --variant tiled-coop,tiled-coop-vk --seq 4096 --reps 10 --json $OUT/ab_N4096_r$r.json 2>&1 | grep -E "^tiled|rror" | cut -c1-120 >> $L
+done
+timeout 90 python3 bench/torch_sdpa.py $SEED --seq 1024 --reps 20 --variants flash,efficient,cudnn --json $OUT/torch_N1024.json 2>&1 | tail -5 | cut -c1-160 >> $L
+timeout 90 python3 bench/torch_sdpa.py $SEED --seq 4096 --reps 10 --variants flash,efficient,cudnn --json $OUT/torch_N4096.json 2>&1 | tail -5 | cut -c1-160 >> $L
+cat $L; grep -c PASS $C; grep -E "FAIL|rror" $C | head
