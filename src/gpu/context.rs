@@ -410,6 +410,35 @@ impl Gpu {
         Ok(gpu)
     }
 
+    /// A shader module from SPIR-V (little-endian words, entry point `main`) handed to the driver
+    /// as it is, through PASSTHROUGH_SHADERS: wgpu neither translates nor checks it.
+    ///
+    /// # Safety
+    /// The module must be valid SPIR-V for this device whose bindings match the pipeline layout it
+    /// is used with and whose memory accesses stay in bounds (the project's own GLSL kernels,
+    /// compiled by build.rs).
+    pub unsafe fn spirv_module(&self, label: &str, spirv: &[u8]) -> wgpu::ShaderModule {
+        let words: Vec<u32> = spirv
+            .chunks_exact(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
+        // SAFETY: the caller's contract above.
+        unsafe {
+            self.device
+                .create_shader_module_passthrough(wgpu::ShaderModuleDescriptorPassthrough {
+                    label: Some(label),
+                    entry_points: std::borrow::Cow::Borrowed(&[
+                        wgpu::PassthroughShaderEntryPoint {
+                            name: std::borrow::Cow::Borrowed("main"),
+                            workgroup_size: (0, 0, 0),
+                        },
+                    ]),
+                    spirv: Some(std::borrow::Cow::Owned(words)),
+                    ..Default::default()
+                })
+        }
+    }
+
     /// The cooperative-matrix element layout: probed (one 32-invocation dispatch) where the
     /// `tiled-coop-vk` kernel could run, else why not.
     fn coop_layout(&self) -> CoopLayout {

@@ -192,24 +192,10 @@ pub fn probe(gpu: &Gpu) -> CoopLayout {
 fn run_probe(gpu: &Gpu) -> crate::Result<Vec<f32>> {
     let bytes = (32 * PROBE_STRIDE * 4) as u64;
     let dev = &gpu.device;
-    let words: Vec<u32> = PROBE_SPIRV
-        .chunks_exact(4)
-        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
     let out = gpu.scoped("running the cooperative-matrix layout probe", || {
         // SAFETY: the project's own probe kernel (shaders/coop_layout_probe.comp), one storage
         // buffer of 32 x 18 floats at binding 0, which it writes within bounds.
-        let module = unsafe {
-            dev.create_shader_module_passthrough(wgpu::ShaderModuleDescriptorPassthrough {
-                label: Some("coop_layout_probe.comp"),
-                entry_points: std::borrow::Cow::Borrowed(&[wgpu::PassthroughShaderEntryPoint {
-                    name: std::borrow::Cow::Borrowed("main"),
-                    workgroup_size: (32, 1, 1),
-                }]),
-                spirv: Some(std::borrow::Cow::Owned(words)),
-                ..Default::default()
-            })
-        };
+        let module = unsafe { gpu.spirv_module("coop_layout_probe.comp", PROBE_SPIRV) };
         let layout = dev.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("coop_layout_probe"),
             entries: &[wgpu::BindGroupLayoutEntry {

@@ -89,29 +89,10 @@ impl Runner<'_> {
                 // A GLSL kernel compiled to SPIR-V at build time (build.rs): wgpu cannot translate
                 // or check it, so it goes to the driver as it is. Its plan builder offers it only
                 // on a Vulkan device with PASSTHROUGH_SHADERS (kernels/tiled_coop_vk.rs).
-                let words: Vec<u32> = shader
-                    .spirv
-                    .chunks_exact(4)
-                    .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-                    .collect();
-                // SAFETY: the module is the project's own kernel, compiled from shaders/ by
-                // glslang; its bindings are the plan's (the layout below), and every global
-                // access is guarded or lands in the padding the plan allocates.
-                unsafe {
-                    gpu.device.create_shader_module_passthrough(
-                        wgpu::ShaderModuleDescriptorPassthrough {
-                            label: Some(&label),
-                            entry_points: std::borrow::Cow::Borrowed(&[
-                                wgpu::PassthroughShaderEntryPoint {
-                                    name: std::borrow::Cow::Borrowed("main"),
-                                    workgroup_size: (0, 0, 0),
-                                },
-                            ]),
-                            spirv: Some(std::borrow::Cow::Owned(words)),
-                            ..Default::default()
-                        },
-                    )
-                }
+                // SAFETY: the project's own kernel, compiled from shaders/ by glslang; its
+                // bindings are the plan's (the layout below), and every global access is guarded
+                // or lands in the padding the plan allocates.
+                unsafe { gpu.spirv_module(&label, shader.spirv) }
             } else if checks {
                 gpu.device.create_shader_module(desc)
             } else {

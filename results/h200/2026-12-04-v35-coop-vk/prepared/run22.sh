@@ -14,7 +14,8 @@ OUT=${1:?}; mkdir -p $OUT; L=$OUT/vk.txt; C=$OUT/checks.txt
 source bench/h200_env.sh
 gunzip -c .exp/T.gz > /tmp/K; chmod +x /tmp/K
 # 1. What the probe saw (adapter.caps.coop_layout), and the plan's verdict on a small problem.
-timeout 60 /tmp/K run --variant tiled-coop,tiled-coop-vk --batch 2 --heads 4 --seq 128 --head-dim 64 \
+#    (`--variant all`: a refused single variant writes no JSON; all writes one with its reason.)
+timeout 90 /tmp/K run --variant all --batch 1 --heads 4 --seq 128 --head-dim 64 \
   --dtype f16 --reps 3 --verbose --json $OUT/small.json > $OUT/small.txt 2>&1
 python3 -c "import json,sys; print('coop_layout:', json.load(open(sys.argv[1]))['adapter']['caps']['coop_layout'])" $OUT/small.json >> $L 2>&1
 grep -E "^tiled|rror|incompatible" $OUT/small.txt | cut -c1-200 >> $L
@@ -30,13 +31,16 @@ step /tmp/K run $V --batch 2 --heads 8 --seq 900 --kv-seq 300 --causal bottom-ri
 step /tmp/K run $V --batch 1 --heads 4 --seq 1 --kv-seq 77 --reps 5 --no-causal
 step /tmp/K run $V --batch 2 --heads 4 --seq 128 --reps 3 --backward
 step /tmp/K run $V --batch 8 --heads 16 --seq 1024 --reps 3 --backward
-# 3. A/B in one lease, two rounds, beside PyTorch (flash, cuDNN, efficient).
+# 3. A/B in one lease, two rounds, beside PyTorch (flash, cuDNN, efficient). (`run --variant` takes
+#    one name, or all.)
 SEED="--batch 8 --heads 16 --head-dim 64 --dtype f16"
 /tmp/K run --variant tiled --batch 8 --heads 16 --seq 1024 --reps 50 --warmup 20 > /dev/null 2>&1
 for r in 1 2; do
   echo "## round $r N1024 / N4096" >> $L
-  timeout 40 /tmp/K run $SEED --variant tiled-coop,tiled-coop-vk --seq 1024 --reps 20 --json $OUT/ab_N1024_r$r.json 2>&1 | grep -E "^tiled|rror" | cut -c1-120 >> $L
-  timeout 60 /tmp/K run $SEED --variant tiled-coop,tiled-coop-vk --seq 4096 --reps 10 --json $OUT/ab_N4096_r$r.json 2>&1 | grep -E "^tiled|rror" | cut -c1-120 >> $L
+  for v in tiled-coop tiled-coop-vk; do
+    timeout 40 /tmp/K run $SEED --variant $v --seq 1024 --reps 20 2>&1 | grep -E "^tiled|rror" | cut -c1-120 >> $L
+    timeout 60 /tmp/K run $SEED --variant $v --seq 4096 --reps 10 2>&1 | grep -E "^tiled|rror" | cut -c1-120 >> $L
+  done
 done
 timeout 90 python3 bench/torch_sdpa.py $SEED --seq 1024 --reps 20 --variants flash,efficient,cudnn --json $OUT/torch_N1024.json 2>&1 | tail -5 | cut -c1-160 >> $L
 timeout 90 python3 bench/torch_sdpa.py $SEED --seq 4096 --reps 10 --variants flash,efficient,cudnn --json $OUT/torch_N4096.json 2>&1 | tail -5 | cut -c1-160 >> $L
