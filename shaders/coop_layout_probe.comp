@@ -12,7 +12,9 @@
 
 layout(local_size_x = 32, local_size_y = 1, local_size_z = 1) in;
 
-layout(set = 0, binding = 0, std430) buffer Out { float result[]; };
+// Binding 1, as every plan's first storage buffer (the runner's layout puts the Params uniform at
+// 0, which the probe does not read).
+layout(set = 0, binding = 1, std430) buffer Out { float result[]; };
 
 shared float index_f32[256];
 shared float16_t index_f16[256];

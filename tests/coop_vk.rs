@@ -179,9 +179,13 @@ fn the_layout_check_accepts_only_the_assumed_layout() {
 
 #[test]
 fn workgroup_memory_is_read_from_the_spirv() {
-    // coop_layout_probe.comp: 256 f32 + 256 f16.
+    // coop_layout_probe.comp, a plan like any other: 256 f32 + 256 f16.
+    let plan = tiled_coop_vk::probe_plan();
+    plan.check().unwrap();
+    let d = &plan.dispatches[0];
+    assert!(d.shader.is_spirv());
     assert_eq!(
-        kernels::spirv_workgroup_bytes(tiled_coop_vk::PROBE_SPIRV),
+        kernels::workgroup_bytes(&d.shader, d.entry, &d.overrides),
         Some(256 * 4 + 256 * 2)
     );
     // Not SPIR-V at all.

@@ -14,9 +14,10 @@
 
 use super::{check_binding, mask_slot};
 use crate::gpu::context::CoopLayout;
+use crate::gpu::runner::{Runner, Schedule};
 use crate::gpu::{AdapterCaps, Gpu};
-use crate::plan::{Dispatch, Shader};
-use crate::problem::{DType, Problem};
+use crate::plan::{Access, Dispatch, Params, Phase, Plan, Role, Shader};
+use crate::problem::{DType, Inputs, Problem};
 use crate::tile::{TileConfig, TileKernel};
 
 /// The one head dimension the kernel is compiled for.
@@ -31,6 +32,7 @@ pub const STORAGE: u64 = 2 * BC as u64 * (HEAD_DIM as u64 + 8) * 2;
 const SOURCE: &str = include_str!("../../shaders/tiled_coop_vk.comp");
 const SPIRV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tiled_coop_vk.spv"));
 const SPIRV_LSE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tiled_coop_vk_lse.spv"));
+const PROBE_SOURCE: &str = include_str!("../../shaders/coop_layout_probe.comp");
 /// shaders/coop_layout_probe.comp as SPIR-V.
 pub const PROBE_SPIRV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coop_layout_probe.spv"));
 
@@ -180,72 +182,66 @@ pub fn read_probe(out: &[f32]) -> CoopLayout {
     CoopLayout::Mma16816
 }
 
-/// Runs the layout probe on `gpu` (a Vulkan device with cooperative matrices, passthrough
-/// shaders and 32-wide subgroups) and reads it. A failure to run is reported as such.
-pub fn probe(gpu: &Gpu) -> CoopLayout {
-    match run_probe(gpu) {
-        Ok(out) => read_probe(&out),
-        Err(e) => CoopLayout::Other(format!("the layout probe did not run: {e}")),
+/// The probe as a plan (one subgroup, one `OUT` buffer of 32 x [`PROBE_STRIDE`] floats), run
+/// by the runner like any other.
+pub fn probe_plan() -> Plan {
+    let bytes = (32 * PROBE_STRIDE * 4) as u64;
+    Plan {
+        variant: "probe-coop-layout".into(),
+        buffers: vec![super::buf("OUT", bytes, Role::Output, false)],
+        dispatches: vec![Dispatch {
+            name: "coop_layout".into(),
+            phase: Phase::Forward,
+            saved: vec![],
+            shader: Shader {
+                file: "coop_layout_probe.comp",
+                source: PROBE_SOURCE,
+                tag: "spirv",
+                spirv: PROBE_SPIRV,
+            },
+            entry: "main",
+            overrides: vec![],
+            params: Params::new(1, 0, 0, false, 1.0),
+            bindings: vec![super::bind("OUT", Access::ReadWrite)],
+            workgroups: [1, 1, 1],
+            reads_bytes: 0,
+            writes_bytes: bytes,
+            flops: 0,
+            note: "which elements of a 16 x 16 cooperative matrix each lane holds".into(),
+        }],
+        output: "OUT".into(),
+        config: vec![],
+        notes: vec![],
+        tile: None,
+        grads: vec![],
+        training_note: None,
     }
 }
 
-fn run_probe(gpu: &Gpu) -> crate::Result<Vec<f32>> {
-    let bytes = (32 * PROBE_STRIDE * 4) as u64;
-    let dev = &gpu.device;
-    let out = gpu.scoped("running the cooperative-matrix layout probe", || {
-        // SAFETY: the project's own probe kernel (shaders/coop_layout_probe.comp), one storage
-        // buffer of 32 x 18 floats at binding 0, which it writes within bounds.
-        let module = unsafe { gpu.spirv_module("coop_layout_probe.comp", PROBE_SPIRV) };
-        let layout = dev.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("coop_layout_probe"),
-            entries: &[wgpu::BindGroupLayoutEntry {
-                binding: 0,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Storage { read_only: false },
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
-                count: None,
-            }],
-        });
-        let pipeline_layout = dev.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("coop_layout_probe"),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
-        let pipeline = dev.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some("coop_layout_probe"),
-            layout: Some(&pipeline_layout),
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: Default::default(),
-            cache: None,
-        });
-        let out = dev.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("coop_layout_probe"),
-            size: bytes,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        let group = dev.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("coop_layout_probe"),
-            layout: &layout,
-            entries: &[wgpu::BindGroupEntry {
-                binding: 0,
-                resource: out.as_entire_binding(),
-            }],
-        });
-        let mut enc = dev.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &group, &[]);
-            pass.dispatch_workgroups(1, 1, 1);
-        }
-        gpu.queue.submit([enc.finish()]);
-        out
-    })?;
-    let raw = gpu.read_back(&out, bytes)?;
-    Ok(bytemuck::pod_collect_to_vec(&raw))
+/// Runs the layout probe on `gpu` (a Vulkan device with cooperative matrices, passthrough
+/// shaders and 32-wide subgroups) and reads it. A failure to run is reported as such.
+pub fn probe(gpu: &Gpu) -> CoopLayout {
+    let run = || -> crate::Result<Vec<f32>> {
+        let inputs = Inputs {
+            q: vec![],
+            k: vec![],
+            v: vec![],
+            dtype: DType::F32,
+            bias: None,
+            d_o: None,
+        };
+        let schedule = Schedule {
+            warmup: 0,
+            reps: 1,
+            host_reps: 0,
+            warmup_ms: None,
+        };
+        Ok(Runner::new(gpu)?
+            .execute(&probe_plan(), &inputs, schedule)?
+            .output)
+    };
+    match run() {
+        Ok(out) => read_probe(&out),
+        Err(e) => CoopLayout::Other(format!("the layout probe did not run: {e}")),
+    }
 }
