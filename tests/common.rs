@@ -27,9 +27,12 @@ pub fn gpu() -> &'static Gpu {
             backend: std::env::var("ATTN_WGPU_TEST_BACKEND").ok(),
             name: None,
         };
+        // Every variant's features, and SHADER_F16 (the command line asks for it for `--dtype
+        // f16`), so that the f16 kernels run here wherever the adapter has it.
         match Gpu::open(
             &sel,
-            attn_wgpu::variants::features_for(&attn_wgpu::variants::names()),
+            attn_wgpu::variants::features_for(&attn_wgpu::variants::names())
+                | wgpu::Features::SHADER_F16,
         ) {
             Ok(g) => {
                 eprintln!("tests run on: {} ({})", g.report.name, g.report.backend);

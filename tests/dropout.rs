@@ -77,7 +77,7 @@ fn every_variant_applies_the_documented_keep_mask() {
                 assert_eq!(diff, 0, "{v} {}: {diff} elements differ", dtype.name());
             }
         }
-        // Without SHADER_F16 (lavapipe of Mesa 22) only `math` runs f16 (as u32 pairs).
+        // Without SHADER_F16 (GL, for one) only `math` runs f16 (as u32 pairs).
         let need = if dtype == DType::F16 && !common::gpu().caps.f16 {
             1
         } else {
