@@ -12,14 +12,75 @@ type Glsl = (
 );
 
 const GLSL: &[Glsl] = &[
-    ("tiled_coop_vk.comp", "tiled_coop_vk.spv", &[("LSE", "0")]),
+    // tiled_coop_vk.comp: inference and training (LSE: also writes L), one 16-row tile a subgroup
+    // (ROWS = 1, BR = 64) or two (ROWS = 2, BR = 128).
     (
         "tiled_coop_vk.comp",
-        "tiled_coop_vk_lse.spv",
-        &[("LSE", "1")],
+        "tiled_coop_vk_r1.spv",
+        &[("LSE", "0"), ("ROWS", "1")],
+    ),
+    (
+        "tiled_coop_vk.comp",
+        "tiled_coop_vk_r1_lse.spv",
+        &[("LSE", "1"), ("ROWS", "1")],
+    ),
+    (
+        "tiled_coop_vk.comp",
+        "tiled_coop_vk_r2.spv",
+        &[("LSE", "0"), ("ROWS", "2")],
+    ),
+    (
+        "tiled_coop_vk.comp",
+        "tiled_coop_vk_r2_lse.spv",
+        &[("LSE", "1"), ("ROWS", "2")],
     ),
     ("coop_layout_probe.comp", "coop_layout_probe.spv", &[]),
+    // The same kernels on shaders/coopmat_emu.glsl (no cooperative matrices): the tests run them
+    // on lavapipe (src/kernels/tiled_coop_vk.rs, `Build::Emulated`).
+    (
+        "tiled_coop_vk.comp",
+        "tiled_coop_vk_r1_emu.spv",
+        &[("LSE", "0"), ("ROWS", "1"), ("EMULATE_COOPMAT", "1")],
+    ),
+    (
+        "tiled_coop_vk.comp",
+        "tiled_coop_vk_r1_lse_emu.spv",
+        &[("LSE", "1"), ("ROWS", "1"), ("EMULATE_COOPMAT", "1")],
+    ),
+    (
+        "tiled_coop_vk.comp",
+        "tiled_coop_vk_r2_emu.spv",
+        &[("LSE", "0"), ("ROWS", "2"), ("EMULATE_COOPMAT", "1")],
+    ),
+    (
+        "tiled_coop_vk.comp",
+        "tiled_coop_vk_r2_lse_emu.spv",
+        &[("LSE", "1"), ("ROWS", "2"), ("EMULATE_COOPMAT", "1")],
+    ),
+    (
+        "coop_layout_probe.comp",
+        "coop_layout_probe_emu.spv",
+        &[("EMULATE_COOPMAT", "1")],
+    ),
 ];
+
+/// `#include "name"` resolves to shaders/name (the one include: coopmat_emu.glsl).
+struct Includes;
+
+impl glslang::include::IncludeHandler for Includes {
+    fn include(
+        &mut self,
+        _ty: glslang::include::IncludeType,
+        name: &str,
+        _includer: &str,
+        _depth: usize,
+    ) -> Option<glslang::include::IncludeResult> {
+        let path = format!("shaders/{name}");
+        println!("cargo:rerun-if-changed={path}");
+        let data = std::fs::read_to_string(&path).ok()?;
+        Some(glslang::include::IncludeResult { name: path, data })
+    }
+}
 
 fn compile_glsl(out_dir: &std::path::Path) {
     use glslang::*;
@@ -39,8 +100,15 @@ fn compile_glsl(out_dir: &std::path::Path) {
             version_profile: None,
         };
         let defs: Vec<(&str, Option<&str>)> = defines.iter().map(|(k, v)| (*k, Some(*v))).collect();
-        let input = ShaderInput::new(&source, ShaderStage::Compute, &options, Some(&defs), None)
-            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut includes = Includes;
+        let input = ShaderInput::new(
+            &source,
+            ShaderStage::Compute,
+            &options,
+            Some(&defs),
+            Some(&mut includes),
+        )
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
         let shader = Shader::new(compiler, input)
             .parse()
             .unwrap_or_else(|e| panic!("{path} {defines:?}: {e}"));

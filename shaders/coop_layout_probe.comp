@@ -4,11 +4,18 @@
 // The matrices are loaded from a row-major index table (element (r, c) = 16r + c, exact in f16),
 // so each element read back names its own coordinates. Lane l writes 18 floats at 18l: the two
 // `length()`s, then up to 8 accumulator elements and up to 8 A elements (-1 past the length).
+// With EMULATE_COOPMAT = 1 (build.rs) it runs on coopmat_emu.glsl instead: the tests' check of
+// the probe's plumbing (the emulation holds the assumed layout by construction).
 #version 450
+#if EMULATE_COOPMAT
+#extension GL_GOOGLE_include_directive : require
+#else
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
+#endif
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x = 32, local_size_y = 1, local_size_z = 1) in;
 
@@ -19,15 +26,23 @@ layout(set = 0, binding = 1, std430) buffer Out { float result[]; };
 shared float index_f32[256];
 shared float16_t index_f16[256];
 
+#if EMULATE_COOPMAT
+#include "coopmat_emu.glsl"
+#else
+#define ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define MATA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define LANE gl_SubgroupInvocationID
+#endif
+
 void main() {
-    const uint lane = gl_SubgroupInvocationID;
+    const uint lane = LANE;
     for (uint e = lane; e < 256u; e += 32u) {
         index_f32[e] = float(e);
         index_f16[e] = float16_t(e);
     }
     barrier();
-    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c;
-    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a;
+    ACC c;
+    MATA a;
     coopMatLoad(c, index_f32, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
     coopMatLoad(a, index_f16, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
     const uint o = 18u * lane;

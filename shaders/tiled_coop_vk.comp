@@ -17,25 +17,33 @@
 // in registers (the accumulator and the A operand share the layout): S and P never touch workgroup
 // memory. Only K and V are staged, 64 keys a block, with padded rows.
 //
-// A workgroup of 128 invocations (four 32-wide subgroups) owns BR = 64 query rows of one head;
-// subgroup s owns rows 16s .. 16s + 15. Per key block of BC = 64 keys:
+// A workgroup of 128 invocations (four 32-wide subgroups) owns BR = 64 ROWS query rows of one
+// head; subgroup s owns ROWS tiles of 16 rows from row 16 ROWS s. Per key block of BC = 64 keys:
 //   1. stage K and V (prefetched into registers during the previous block), two workgroup barriers;
-//   2. S = Q Kᵀ: four 16 x 16 f32 tiles (keys 16n ..), Q kept as four A matrices;
+//   2. S = Q Kᵀ: four 16 x 16 f32 tiles (keys 16n ..) a row tile, Q kept as four A matrices a
+//      row tile;
 //   3. scale to base 2, mask (only blocks that cross the causal diagonal or the last key), row
 //      maxima by shuffles, the online-softmax rescale of the running sum and of O in registers;
 //   4. P = exp2(S - m) rounded to f16 into A matrices (FlashAttention's single f16 P);
 //   5. O += P V over the four tiles of 16 keys.
 // Workgroup storage: K and V 2 x 64 x (64 + 8) f16 = 18432 bytes.
 #version 450
+#if EMULATE_COOPMAT
+#extension GL_GOOGLE_include_directive : require
+#else
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_EXT_shader_16bit_storage : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#endif
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_control_flow_attributes : require
 
-// LSE (0 or 1) is defined by build.rs: 1 writes the row logsumexp for the backward.
+// Defined by build.rs: LSE (0 or 1) — 1 writes the row logsumexp for the backward;
+// EMULATE_COOPMAT (0 or 1) — 1 builds the tests' twin on coopmat_emu.glsl (no matrix units);
+// ROWS (1 or 2) — 16-row tiles a subgroup owns (2: BR = 128, every K and V matrix loaded from
+// workgroup memory serves two row tiles, as FlashAttention-2 does, at twice the accumulators).
 
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
 
@@ -74,7 +82,8 @@ layout(set = 0, binding = 5, std430) buffer LBuf { float lse[]; };
 
 const uint D = 64;            // head dimension (the only one compiled)
 const uint D4 = D / 4;        // f16vec4 a row
-const uint BR = 64;           // query rows a workgroup
+const uint SG_ROWS = 16 * ROWS;  // query rows a subgroup: ROWS tiles of 16
+const uint BR = 4 * SG_ROWS;  // query rows a workgroup
 const uint BC = 64;           // keys a block
 const uint KP4 = D4 + 2;      // staged row pitch in f16vec4: D + 8 halves (bank-conflict padding)
 const uint LOADS = BC * D4 / 128;  // f16vec4 of K (and of V) each invocation stages a block: 8
@@ -83,14 +92,23 @@ const float LOG2E = 1.4426950408889634;
 shared f16vec4 ks[BC * KP4];  // [key][KP4]
 shared f16vec4 vs[BC * KP4];
 
+#if EMULATE_COOPMAT
+#include "coopmat_emu.glsl"
+#else
 #define ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 #define MATA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define MATB coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+#define ACC_ZERO ACC(0.0)
+#define LANE gl_SubgroupInvocationID
+#define SUBGROUP gl_SubgroupID
+#define SHUFFLE_XOR subgroupShuffleXor
+#define SKIP_BLOCK_IF(c) if (c) continue
+#endif
 
 void main() {
     const uint t = gl_LocalInvocationIndex;
-    const uint sg = gl_SubgroupID;
-    const uint lane = gl_SubgroupInvocationID;
+    const uint sg = SUBGROUP;
+    const uint lane = LANE;
     const uint g = lane >> 2;
     const uint tq = lane & 3u;
     const uint n = params.seq;
@@ -98,13 +116,19 @@ void main() {
     const uint head = params.head_offset + gl_WorkGroupID.y;
     const uint base = head * n * D;
     const uint i0 = gl_WorkGroupID.x * BR;
-    const uint r0 = i0 + sg * 16u;              // this subgroup's first row
-    const uint rows[2] = uint[2](r0 + g, r0 + g + 8u);  // this lane's two rows
+    const uint r0 = i0 + sg * SG_ROWS;  // this subgroup's first row
     const bool causal = params.causal != 0u;
     const int off = params.causal_off;
     const float ninf = uintBitsToFloat(params.neg_inf_bits);
     const float qscale = params.scale * LOG2E;
     const uint kvb = (head / params.kv_group) * nk * D4;  // this head's K/V, in f16vec4
+
+    // This lane's rows: two in each of the subgroup's row tiles.
+    uint rows[ROWS][2];
+    [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
+        rows[rt][0] = r0 + 16u * rt + g;
+        rows[rt][1] = r0 + 16u * rt + g + 8u;
+    }
 
     // The keys any row of the workgroup may see (all M, or up to the causal diagonal).
     uint kv_end = nk;
@@ -112,17 +136,21 @@ void main() {
         kv_end = uint(clamp(int(i0 + BR) + off, 0, int(nk)));
     }
 
-    // Q of this subgroup's 16 rows (the host pads Q by 128 rows past the last head).
-    MATA qa[4];
-    [[unroll]] for (uint c = 0; c < 4; c++) {
-        coopMatLoad(qa[c], q, base + r0 * D + 16u * c, D, gl_CooperativeMatrixLayoutRowMajor);
+    // Q of this subgroup's rows (the host pads Q by 128 rows past the last head).
+    MATA qa[ROWS][4];
+    ACC o[ROWS][4];
+    float m[ROWS][2];  // the rows' running maxima (base 2)
+    float l[ROWS][2];  // this lane's share of the rows' sums, relative to m
+    [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
+        [[unroll]] for (uint c = 0; c < 4; c++) {
+            coopMatLoad(qa[rt][c], q, base + (r0 + 16u * rt) * D + 16u * c, D, gl_CooperativeMatrixLayoutRowMajor);
+            o[rt][c] = ACC_ZERO;
+        }
+        [[unroll]] for (uint h = 0; h < 2; h++) {
+            m[rt][h] = ninf;
+            l[rt][h] = 0.0;
+        }
     }
-    ACC o[4];
-    [[unroll]] for (uint c = 0; c < 4; c++) {
-        o[c] = ACC(0.0);
-    }
-    float m[2] = float[2](ninf, ninf);  // the rows' running maxima (base 2)
-    float l[2] = float[2](0.0, 0.0);    // this lane's share of the rows' sums, relative to m
 
     // The first block into registers (K and V are padded by 128 rows past the last head too).
     f16vec4 pk[LOADS];
@@ -149,93 +177,109 @@ void main() {
                 pv[e] = v4[kvb + w];
             }
         }
-        if (causal && int(j0) > int(r0 + 15u) + off) {
-            continue;  // every key of the block lies above this subgroup's rows
-        }
+        // Every key of the block lies above this subgroup's rows: skip it.
+        SKIP_BLOCK_IF(causal && int(j0) > int(r0 + SG_ROWS - 1u) + off);
 
-        // 2. S = Q Kᵀ, four tiles of 16 keys (Kᵀ read column-major from the staged rows).
-        ACC s[4];
+        // 2. S = Q Kᵀ, four tiles of 16 keys (Kᵀ read column-major from the staged rows), each
+        //    K matrix loaded once for the subgroup's row tiles.
+        ACC s[ROWS][4];
         [[unroll]] for (uint nt = 0; nt < 4; nt++) {
-            s[nt] = ACC(0.0);
+            [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
+                s[rt][nt] = ACC_ZERO;
+            }
             [[unroll]] for (uint c = 0; c < 4; c++) {
                 MATB kb;
                 coopMatLoad(kb, ks, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutColumnMajor);
-                s[nt] = coopMatMulAdd(qa[c], kb, s[nt]);
-            }
-        }
-
-        // 3. Scale, mask where the block crosses the diagonal or the last key, row maxima.
-        const bool edge = j0 + BC > nk || (causal && int(j0 + BC - 1u) > int(r0) + off);
-        float mx[2] = float[2](ninf, ninf);
-        [[unroll]] for (uint nt = 0; nt < 4; nt++) {
-            [[unroll]] for (uint i = 0; i < 8; i++) {
-                const uint h = (i >> 1) & 1u;
-                float x = s[nt][i] * qscale;
-                if (edge) {
-                    const uint col = j0 + 16u * nt + 2u * tq + (i & 1u) + 8u * (i >> 2);
-                    const bool ok = col < nk && (!causal || int(col) <= int(rows[h]) + off);
-                    x = ok ? x : ninf;
+                [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
+                    s[rt][nt] = coopMatMulAdd(qa[rt][c], kb, s[rt][nt]);
                 }
-                s[nt][i] = x;
-                mx[h] = max(mx[h], x);
-            }
-        }
-        float alpha[2];
-        float mu[2];  // the maximum P is taken against: 0 while a row has seen no allowed key
-        [[unroll]] for (uint h = 0; h < 2; h++) {
-            mx[h] = max(mx[h], subgroupShuffleXor(mx[h], 1u));
-            mx[h] = max(mx[h], subgroupShuffleXor(mx[h], 2u));
-            const float mn = max(m[h], mx[h]);
-            mu[h] = mn == ninf ? 0.0 : mn;
-            alpha[h] = exp2(m[h] - mu[h]);  // 0 for the first allowed block (m = -inf)
-            m[h] = mn;
-            l[h] *= alpha[h];
-        }
-        [[unroll]] for (uint c = 0; c < 4; c++) {
-            [[unroll]] for (uint i = 0; i < 8; i++) {
-                o[c][i] *= alpha[(i >> 1) & 1u];
             }
         }
 
-        // 4. P = exp2(S - m) as f16 A matrices, element for element (same layout).
-        MATA pa[4];
-        [[unroll]] for (uint nt = 0; nt < 4; nt++) {
-            [[unroll]] for (uint i = 0; i < 8; i++) {
-                const uint h = (i >> 1) & 1u;
-                const float p = exp2(s[nt][i] - mu[h]);
-                l[h] += p;
-                pa[nt][i] = float16_t(p);
+        MATA pa[ROWS][4];
+        [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
+            // 3. Scale, mask where the block crosses the diagonal or the last key, row maxima.
+            const uint rf = r0 + 16u * rt;  // the tile's first row
+            const bool edge = j0 + BC > nk || (causal && int(j0 + BC - 1u) > int(rf) + off);
+            float mx[2] = float[2](ninf, ninf);
+            [[unroll]] for (uint nt = 0; nt < 4; nt++) {
+                [[unroll]] for (uint i = 0; i < 8; i++) {
+                    const uint h = (i >> 1) & 1u;
+                    float x = s[rt][nt][i] * qscale;
+                    if (edge) {
+                        const uint col = j0 + 16u * nt + 2u * tq + (i & 1u) + 8u * (i >> 2);
+                        const bool ok = col < nk && (!causal || int(col) <= int(rows[rt][h]) + off);
+                        x = ok ? x : ninf;
+                    }
+                    s[rt][nt][i] = x;
+                    mx[h] = max(mx[h], x);
+                }
+            }
+            float alpha[2];
+            float mu[2];  // the maximum P is taken against: 0 while a row has seen no allowed key
+            [[unroll]] for (uint h = 0; h < 2; h++) {
+                mx[h] = max(mx[h], SHUFFLE_XOR(mx[h], 1u));
+                mx[h] = max(mx[h], SHUFFLE_XOR(mx[h], 2u));
+                const float mn = max(m[rt][h], mx[h]);
+                mu[h] = mn == ninf ? 0.0 : mn;
+                alpha[h] = exp2(m[rt][h] - mu[h]);  // 0 for the first allowed block (m = -inf)
+                m[rt][h] = mn;
+                l[rt][h] *= alpha[h];
+            }
+            [[unroll]] for (uint c = 0; c < 4; c++) {
+                [[unroll]] for (uint i = 0; i < 8; i++) {
+                    o[rt][c][i] *= alpha[(i >> 1) & 1u];
+                }
+            }
+
+            // 4. P = exp2(S - m) as f16 A matrices, element for element (same layout).
+            [[unroll]] for (uint nt = 0; nt < 4; nt++) {
+                [[unroll]] for (uint i = 0; i < 8; i++) {
+                    const uint h = (i >> 1) & 1u;
+                    const float p = exp2(s[rt][nt][i] - mu[h]);
+                    l[rt][h] += p;
+                    pa[rt][nt][i] = float16_t(p);
+                }
             }
         }
 
-        // 5. O += P V: key tile nt of P against rows 16nt .. of V, column tile c.
+        // 5. O += P V: key tile nt of P against rows 16nt .. of V, column tile c; each V matrix
+        //    loaded once for the subgroup's row tiles.
         [[unroll]] for (uint nt = 0; nt < 4; nt++) {
             [[unroll]] for (uint c = 0; c < 4; c++) {
                 MATB vb;
                 coopMatLoad(vb, vs, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutRowMajor);
-                o[c] = coopMatMulAdd(pa[nt], vb, o[c]);
+                [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
+                    o[rt][c] = coopMatMulAdd(pa[rt][nt], vb, o[rt][c]);
+                }
             }
         }
     }
 
     // O = accumulators / row sum (0 for a row with no allowed key), two columns a store.
-    float inv[2];
-    [[unroll]] for (uint h = 0; h < 2; h++) {
-        l[h] += subgroupShuffleXor(l[h], 1u);
-        l[h] += subgroupShuffleXor(l[h], 2u);
-        inv[h] = l[h] > 0.0 ? 1.0 / l[h] : 0.0;
+    [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
+        float inv[2];
+        [[unroll]] for (uint h = 0; h < 2; h++) {
+            float sum = l[rt][h];
+            sum += SHUFFLE_XOR(sum, 1u);
+            sum += SHUFFLE_XOR(sum, 2u);
+            inv[h] = sum > 0.0 ? 1.0 / sum : 0.0;
 #if LSE
-        if (tq == 0u && rows[h] < n) {
-            lse[head * n + rows[h]] = l[h] > 0.0 ? m[h] + log2(l[h]) : uintBitsToFloat(0x7f800000u);
-        }
+            if (tq == 0u && rows[rt][h] < n) {
+                lse[head * n + rows[rt][h]] =
+                    sum > 0.0 ? m[rt][h] + log2(sum) : uintBitsToFloat(0x7f800000u);
+            }
 #endif
-    }
-    [[unroll]] for (uint c = 0; c < 4; c++) {
-        [[unroll]] for (uint i = 0; i < 8; i += 2) {
-            const uint h = (i >> 1) & 1u;
-            if (rows[h] < n) {
-                const uint col = 16u * c + 2u * tq + 8u * (i >> 2);
-                o2[(base + rows[h] * D + col) / 2u] = f16vec2(o[c][i] * inv[h], o[c][i + 1u] * inv[h]);
+        }
+        [[unroll]] for (uint c = 0; c < 4; c++) {
+            [[unroll]] for (uint i = 0; i < 8; i += 2) {
+                const uint h = (i >> 1) & 1u;
+                const uint row = rows[rt][h];
+                if (row < n) {
+                    const uint col = 16u * c + 2u * tq + 8u * (i >> 2);
+                    o2[(base + row * D + col) / 2u] =
+                        f16vec2(o[rt][c][i] * inv[h], o[rt][c][i + 1u] * inv[h]);
+                }
             }
         }
     }

@@ -338,9 +338,24 @@ pub fn run_variant(
         }
         Err(e) => return Err(e),
     };
+    let sem = variants::find(variant)?.fully_masked;
+    run_plan(runner, p, x, variant, plan, sem, schedule)
+}
+
+/// Runs and validates a plan built outside the variant table (the tests' emulated
+/// `tiled-coop-vk`), exactly as [`run_variant`] runs a variant's: `sem` is what its rows with no
+/// allowed key return.
+pub fn run_plan(
+    runner: &mut Runner,
+    p: &Problem,
+    x: &Inputs,
+    variant: &str,
+    plan: Plan,
+    sem: Semantics,
+    schedule: Schedule,
+) -> Result<VariantRun> {
     let m = runner.execute(&plan, x, schedule)?;
     let (rows, fwd, mem, traffic) = summarize(&plan, &m);
-    let sem = variants::find(variant)?.fully_masked;
     let validation = validate(p, x, &m.output, &rows_to_check(p), sem);
     let observed = m.reps.first().map_or(0, |r| {
         r.dispatch_gpu_us.iter().filter(|t| t.is_some()).count()

@@ -34,7 +34,7 @@ pub enum TileKernel {
     /// of 16.
     Coop,
     /// tiled_coop_vk.comp (SPIR-V, Vulkan): cooperative matrices with the softmax in registers,
-    /// 64 rows, key blocks of 64.
+    /// 64 or 128 rows (its ROWS), key blocks of 64.
     CoopVk,
 }
 

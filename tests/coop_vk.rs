@@ -1,13 +1,20 @@
 //! `tiled-coop-vk`: the SPIR-V kernel (shaders/tiled_coop_vk.comp, compiled by glslang in build.rs)
-//! that no adapter here can run (lavapipe has no cooperative matrices; tests/variants.rs shows its
-//! refusal there). What can be checked without one: its plans on an adapter as the H200 offers
-//! itself, every refusal with its reason, the layout check the device's probe answers, and the
-//! workgroup memory read from the SPIR-V itself against what the plan declares. Its correctness
-//! is checked on the device, against the f64 reference, by every run.
+//! that no adapter here can run as a variant (lavapipe has no cooperative matrices;
+//! tests/variants.rs shows its refusal there). What is checked here: its plans on an adapter as
+//! the H200 offers itself, every refusal with its reason, the layout check the device's probe
+//! answers, the workgroup memory read from the SPIR-V itself against what the plan declares, and
+//! the kernel's logic on the test adapter: the same GLSL built on shaders/coopmat_emu.glsl
+//! (cooperative matrices emulated in the layout the kernel assumes), run through the runner and
+//! validated against the f64 reference, forward and training. What only the device can check:
+//! that its driver's layout is the assumed one (the probe, at every device opening), and speed.
 
+mod common;
+
+use attn_wgpu::gpu::runner::{Runner, Schedule};
 use attn_wgpu::gpu::{AdapterCaps, CoopLayout};
-use attn_wgpu::kernels::{self, tiled_coop_vk};
-use attn_wgpu::problem::{BiasLayout, DType, Problem};
+use attn_wgpu::kernels::{self, tiled_coop_vk, tiled_coop_vk::Build};
+use attn_wgpu::problem::{BiasLayout, CausalAlign, DType, Inputs, Problem};
+use attn_wgpu::validate::Verdict;
 use attn_wgpu::variants;
 
 /// A Vulkan adapter as the H200 reports itself (cooperative matrices, passthrough shaders,
@@ -180,7 +187,7 @@ fn the_layout_check_accepts_only_the_assumed_layout() {
 #[test]
 fn workgroup_memory_is_read_from_the_spirv() {
     // coop_layout_probe.comp, a plan like any other: 256 f32 + 256 f16.
-    let plan = tiled_coop_vk::probe_plan();
+    let plan = tiled_coop_vk::probe_plan(Build::Device);
     plan.check().unwrap();
     let d = &plan.dispatches[0];
     assert!(d.shader.is_spirv());
@@ -188,6 +195,213 @@ fn workgroup_memory_is_read_from_the_spirv() {
         kernels::workgroup_bytes(&d.shader, d.entry, &d.overrides),
         Some(256 * 4 + 256 * 2)
     );
+    // Builds of one GLSL source differ: each is read from its own SPIR-V (not from a cache keyed
+    // by the source).
+    for rows in [1, 2] {
+        for (build, bytes) in [(Build::Device, 18432), (Build::Emulated, 18432 + 8704)] {
+            let s = tiled_coop_vk::shader(false, build, rows);
+            assert_eq!(kernels::workgroup_bytes(&s, "main", &[]), Some(bytes));
+            assert_eq!(tiled_coop_vk::storage(build), bytes);
+        }
+    }
     // Not SPIR-V at all.
     assert_eq!(kernels::spirv_workgroup_bytes(b"not spir-v at all"), None);
+}
+
+const ONCE: Schedule = Schedule {
+    warmup: 0,
+    reps: 1,
+    host_reps: 0,
+    warmup_ms: None,
+};
+
+#[test]
+fn the_probe_runs_through_the_runner_on_emulated_matrices() {
+    // The emulation holds the assumed layout by construction: what this checks is the probe's
+    // way through the runner (passthrough module, binding 1, read-back) and read_probe on a real
+    // read, which the device then repeats with its own layout.
+    let gpu = common::gpu();
+    assert!(gpu.caps.passthrough && gpu.caps.f16, "{:?}", gpu.caps);
+    assert_eq!(
+        tiled_coop_vk::probe(gpu, Build::Emulated),
+        CoopLayout::Mma16816
+    );
+    // On this adapter the device build is not offered, and says why.
+    assert!(matches!(gpu.caps.coop_layout, CoopLayout::NotProbed(_)));
+}
+
+/// Runs the emulated kernel (`rows` 16-row tiles a subgroup) on `p` and asserts O PASSes
+/// against f64.
+fn emulated_passes_with(p: &Problem, rows: u32) {
+    let gpu = common::gpu();
+    let plan = variants::tiled::build_coop_vk_emulated(p, &gpu.caps, rows)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
+    // The kernel under test is tiled_coop_vk.comp's emulated build, with the storage it declares.
+    let d = &plan.dispatches[0];
+    assert!(d.shader.file == "tiled_coop_vk.comp" && d.shader.tag.starts_with("spirv-emu"));
+    assert_eq!(
+        kernels::workgroup_bytes(&d.shader, d.entry, &d.overrides),
+        Some(tiled_coop_vk::storage(Build::Emulated))
+    );
+    assert_eq!(d.workgroups[0], p.seq.div_ceil(64 * rows));
+    let x = Inputs::generate(p);
+    let sem = variants::find("tiled-coop-vk").unwrap().fully_masked;
+    let mut runner = Runner::new(gpu).unwrap();
+    let r = attn_wgpu::run::run_plan(&mut runner, p, &x, "tiled-coop-vk-emu", plan, sem, ONCE)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
+    let val = r.validation.as_ref().unwrap();
+    assert_eq!(
+        val.verdict,
+        Verdict::Pass,
+        "ROWS = {rows} {}: {val:?}",
+        p.shape_string()
+    );
+}
+
+/// Both builds of the kernel: one row tile a subgroup (the variant's) and two (BR = 128).
+fn emulated_passes(p: &Problem) {
+    emulated_passes_with(p, 1);
+    emulated_passes_with(p, 2);
+}
+
+fn f16(b: u32, h: u32, n: u32, causal: bool) -> Problem {
+    let mut p = Problem::new(b, h, n, 64, causal, 7);
+    p.dtype = DType::F16;
+    p
+}
+
+#[test]
+fn the_kernel_passes_on_emulated_matrices_causal_and_not() {
+    // Two key blocks, the diagonal one masked; a ragged N (the last block masked by M) without
+    // causal; one query row.
+    emulated_passes(&f16(1, 2, 128, true));
+    emulated_passes(&f16(2, 3, 77, false));
+    let mut p = f16(1, 3, 1, false);
+    p.kv_seq = 77;
+    emulated_passes(&p);
+}
+
+#[test]
+fn the_kernel_passes_on_emulated_matrices_with_gqa_and_n_not_m() {
+    // GQA 4:2, N < M bottom-right (a causal offset inside a block); N < M top-left; N > M
+    // bottom-right, where the first rows see no key (zeros) and whole blocks are skipped.
+    let mut p = f16(1, 4, 70, true);
+    p.kv_heads = 2;
+    p.kv_seq = 100;
+    p.causal_align = CausalAlign::BottomRight;
+    emulated_passes(&p);
+    let mut p = f16(1, 2, 33, true);
+    p.kv_seq = 130;
+    p.causal_align = CausalAlign::TopLeft;
+    emulated_passes(&p);
+    let mut p = f16(1, 2, 100, true);
+    p.kv_seq = 40;
+    p.causal_align = CausalAlign::BottomRight;
+    emulated_passes(&p);
+}
+
+/// The row logsumexp L (base 2: log2 of the sum of 2^(scale log2(e) q·k) over the allowed keys,
+/// +inf for a row with none) the training forward of the emulated kernel writes, against f64.
+/// (On the device, `--backward` checks L through dQ, dK, dV; no backward that reads it runs on
+/// lavapipe at D = 64.)
+fn emulated_l_matches(runner: &mut Runner, p: &Problem, rows: u32) {
+    let gpu = common::gpu();
+    let mut t = p.clone();
+    t.backward = true;
+    let mut plan = variants::tiled::build_coop_vk_emulated(&t, &gpu.caps, rows).unwrap();
+    // The training forward (the L-writing module), L read back instead of O.
+    assert_eq!(plan.dispatches.len(), 1);
+    assert!(plan.dispatches[0].shader.tag.ends_with("+lse"));
+    plan.output = "L".into();
+    plan.check().unwrap();
+    // The runner uploads inputs and decodes the output in the inputs' dtype: f16 Q, K, V are
+    // handed over as their bits, two to an f32 word, so that L comes back as the f32 it is.
+    let x = Inputs::generate(p);
+    let pack = |xs: &[f32]| -> Vec<f32> {
+        xs.chunks_exact(2)
+            .map(|h| {
+                let lo = half::f16::from_f32(h[0]).to_bits() as u32;
+                let hi = half::f16::from_f32(h[1]).to_bits() as u32;
+                f32::from_bits(lo | hi << 16)
+            })
+            .collect()
+    };
+    let packed = Inputs {
+        q: pack(&x.q),
+        k: pack(&x.k),
+        v: pack(&x.v),
+        dtype: DType::F32,
+        bias: None,
+        d_o: None,
+    };
+    let got = runner.execute(&plan, &packed, ONCE).unwrap().output;
+    let (n, m, d) = (p.seq as usize, p.kv_seq as usize, p.head_dim as usize);
+    let group = (p.heads / p.kv_heads) as usize;
+    let c = p.scale as f64 * std::f64::consts::LOG2_E;
+    assert_eq!(got.len(), p.bh() as usize * n);
+    let mut worst = 0.0f64;
+    for head in 0..p.bh() as usize {
+        let kv = head / group;
+        for i in 0..n {
+            let q = &x.q[(head * n + i) * d..][..d];
+            let keys = p.keys_for_row(i as u64) as usize;
+            let want = if keys == 0 {
+                f64::INFINITY
+            } else {
+                let s: Vec<f64> = (0..keys)
+                    .map(|j| {
+                        let k = &x.k[(kv * m + j) * d..][..d];
+                        c * q
+                            .iter()
+                            .zip(k)
+                            .map(|(a, b)| *a as f64 * *b as f64)
+                            .sum::<f64>()
+                    })
+                    .collect();
+                let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                mx + s.iter().map(|x| (x - mx).exp2()).sum::<f64>().log2()
+            };
+            let g = got[head * n + i] as f64;
+            if want.is_infinite() {
+                assert_eq!(
+                    g,
+                    want,
+                    "ROWS = {rows} {} head {head} row {i}",
+                    p.shape_string()
+                );
+            } else {
+                worst = worst.max((g - want).abs());
+            }
+        }
+    }
+    // f32 sums of exact f16 products: far below 1e-4 on these shapes; a wrong row, key or
+    // rescale moves L by ~0.01 or more.
+    assert!(
+        worst < 1e-4,
+        "ROWS = {rows} {}: worst |L - L64| = {worst}",
+        p.shape_string()
+    );
+}
+
+#[test]
+fn the_kernel_writes_l_for_the_backward_on_emulated_matrices() {
+    // One runner for all: the inference module (no L) is compiled first from the same GLSL
+    // source, and must not stand in for the L-writing one.
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    let p = f16(1, 2, 96, true);
+    let plan = variants::tiled::build_coop_vk_emulated(&p, &gpu.caps, 1).unwrap();
+    runner.execute(&plan, &Inputs::generate(&p), ONCE).unwrap();
+    for rows in [1, 2] {
+        emulated_l_matches(&mut runner, &p, rows);
+        let mut q = f16(1, 4, 40, false);
+        q.kv_heads = 1;
+        q.kv_seq = 72;
+        emulated_l_matches(&mut runner, &q, rows);
+        // N > M bottom-right: the first rows see no key (+inf).
+        let mut q = f16(1, 2, 100, true);
+        q.kv_seq = 40;
+        q.causal_align = CausalAlign::BottomRight;
+        emulated_l_matches(&mut runner, &q, rows);
+    }
 }

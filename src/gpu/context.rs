@@ -454,7 +454,10 @@ impl Gpu {
         } else if c.subgroup_min_size != 32 || c.subgroup_max_size != 32 {
             "subgroups are not 32 wide"
         } else {
-            return crate::kernels::tiled_coop_vk::probe(self);
+            return crate::kernels::tiled_coop_vk::probe(
+                self,
+                crate::kernels::tiled_coop_vk::Build::Device,
+            );
         };
         CoopLayout::NotProbed(why.into())
     }

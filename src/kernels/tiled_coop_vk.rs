@@ -11,6 +11,11 @@
 //! first: at device creation [`probe`] runs shaders/coop_layout_probe.comp and
 //! [`AdapterCaps::coop_layout`] records what it found; the plan builder refuses the variant,
 //! with what the probe saw, on any other layout.
+//!
+//! Both kernels are also built on shaders/coopmat_emu.glsl ([`Build::Emulated`]): cooperative
+//! matrices emulated, in the assumed layout, through workgroup memory, so that the tests run the
+//! kernel's logic on lavapipe against the f64 reference (tests/coop_vk.rs). The kernel is built
+//! for one or two 16-row tiles a subgroup (its ROWS); the variant runs [`ROWS`].
 
 use super::{check_binding, mask_slot};
 use crate::gpu::context::CoopLayout;
@@ -22,35 +27,119 @@ use crate::tile::{TileConfig, TileKernel};
 
 /// The one head dimension the kernel is compiled for.
 pub const HEAD_DIM: u32 = 64;
-/// Query rows a workgroup (four subgroups of 16).
-pub const BR: u32 = 64;
+/// 16-row tiles a subgroup owns in the variant's build (the kernel's ROWS; 1 or 2 are compiled):
+/// BR = 64 rows a workgroup (four subgroups).
+pub const ROWS: u32 = 1;
 /// Keys a block.
 pub const BC: u32 = 64;
-/// Workgroup storage: K and V staged, 2 x BC x (D + 8) f16 (the kernel's header).
+/// Workgroup storage: K and V staged, 2 x BC x (D + 8) f16 (the kernel's header), whatever ROWS.
 pub const STORAGE: u64 = 2 * BC as u64 * (HEAD_DIM as u64 + 8) * 2;
 
 const SOURCE: &str = include_str!("../../shaders/tiled_coop_vk.comp");
-const SPIRV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tiled_coop_vk.spv"));
-const SPIRV_LSE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tiled_coop_vk_lse.spv"));
 const PROBE_SOURCE: &str = include_str!("../../shaders/coop_layout_probe.comp");
+macro_rules! spirv {
+    ($name:literal) => {
+        include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".spv"))
+    };
+}
+/// build.rs's SPIR-V builds of tiled_coop_vk.comp: (build, ROWS, LSE) -> (tag, module).
+const MODULES: [(Build, u32, bool, &str, &[u8]); 8] = [
+    (Build::Device, 1, false, "spirv", spirv!("tiled_coop_vk_r1")),
+    (
+        Build::Device,
+        1,
+        true,
+        "spirv+lse",
+        spirv!("tiled_coop_vk_r1_lse"),
+    ),
+    (
+        Build::Device,
+        2,
+        false,
+        "spirv-r2",
+        spirv!("tiled_coop_vk_r2"),
+    ),
+    (
+        Build::Device,
+        2,
+        true,
+        "spirv-r2+lse",
+        spirv!("tiled_coop_vk_r2_lse"),
+    ),
+    (
+        Build::Emulated,
+        1,
+        false,
+        "spirv-emu",
+        spirv!("tiled_coop_vk_r1_emu"),
+    ),
+    (
+        Build::Emulated,
+        1,
+        true,
+        "spirv-emu+lse",
+        spirv!("tiled_coop_vk_r1_lse_emu"),
+    ),
+    (
+        Build::Emulated,
+        2,
+        false,
+        "spirv-emu-r2",
+        spirv!("tiled_coop_vk_r2_emu"),
+    ),
+    (
+        Build::Emulated,
+        2,
+        true,
+        "spirv-emu-r2+lse",
+        spirv!("tiled_coop_vk_r2_lse_emu"),
+    ),
+];
 /// shaders/coop_layout_probe.comp as SPIR-V.
-pub const PROBE_SPIRV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coop_layout_probe.spv"));
+pub const PROBE_SPIRV: &[u8] = spirv!("coop_layout_probe");
+const PROBE_SPIRV_EMU: &[u8] = spirv!("coop_layout_probe_emu");
+/// Workgroup storage the emulation adds (shaders/coopmat_emu.glsl's header): the operands of four
+/// subgroups' products and the shuffle slots, 2 x 4 x 256 + 128 f32.
+pub const EMU_STORAGE: u64 = (2 * 4 * 256 + 128) * 4;
 
-/// The kernel: inference, or training (`lse`: also writes the row logsumexp L at binding 5).
-pub fn shader(lse: bool) -> Shader {
+/// Which build of the GLSL a plan uses: the device's cooperative matrices, or the tests' twin on
+/// shaders/coopmat_emu.glsl, which runs on any Vulkan device with f16 and passthrough shaders
+/// (lavapipe in CI) and checks the kernel's logic, not its speed, nor the layout it assumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Build {
+    Device,
+    Emulated,
+}
+
+/// The kernel with `rows` 16-row tiles a subgroup (1 or 2): inference, or training (`lse`: also
+/// writes the row logsumexp L at binding 5).
+pub fn shader(lse: bool, build: Build, rows: u32) -> Shader {
+    let (tag, spirv) = MODULES
+        .iter()
+        .find(|m| m.0 == build && m.1 == rows && m.2 == lse)
+        .map(|m| (m.3, m.4))
+        .unwrap_or_else(|| panic!("tiled_coop_vk.comp is compiled for ROWS = 1 or 2, not {rows}"));
     Shader {
         file: "tiled_coop_vk.comp",
         source: SOURCE,
-        tag: if lse { "spirv+lse" } else { "spirv" },
-        spirv: if lse { SPIRV_LSE } else { SPIRV },
+        tag,
+        spirv,
     }
 }
 
-/// The tile: BR = 64 rows, key blocks of BC = 64.
-pub fn tile() -> TileConfig {
+/// Workgroup storage a workgroup of `build` declares.
+pub fn storage(build: Build) -> u64 {
+    match build {
+        Build::Device => STORAGE,
+        Build::Emulated => STORAGE + EMU_STORAGE,
+    }
+}
+
+/// The tile: BR = 64 `rows` query rows, key blocks of BC = 64.
+pub fn tile(rows: u32) -> TileConfig {
     TileConfig {
         kernel: TileKernel::CoopVk,
-        br: BR,
+        br: 64 * rows,
         bc: BC,
         d4: HEAD_DIM / 4,
         dp: 0,
@@ -58,7 +147,7 @@ pub fn tile() -> TileConfig {
 }
 
 /// Why this problem cannot run on this adapter, if it cannot: everything the kernel does not do.
-pub fn check(p: &Problem, caps: &AdapterCaps) -> Result<(), String> {
+pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
     if caps.backend != "vulkan" {
         return Err(format!(
             "a SPIR-V kernel (GLSL compiled at build time) runs on Vulkan only, not on {}",
@@ -71,6 +160,12 @@ pub fn check(p: &Problem, caps: &AdapterCaps) -> Result<(), String> {
                     driver as it is)"
                 .into(),
         );
+    }
+    if build == Build::Emulated {
+        if !caps.f16 {
+            return Err("the device lacks Features::SHADER_F16".into());
+        }
+        return check_problem(p, caps, build);
     }
     if !caps.cooperative_matrix {
         return Err("the device lacks Features::EXPERIMENTAL_COOPERATIVE_MATRIX".into());
@@ -96,6 +191,11 @@ pub fn check(p: &Problem, caps: &AdapterCaps) -> Result<(), String> {
             ))
         }
     }
+    check_problem(p, caps, build)
+}
+
+/// What the kernel does not do, whichever build.
+fn check_problem(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
     if p.dtype != DType::F16 {
         return Err(format!(
             "dtype {} is not implemented (f16 only)",
@@ -114,7 +214,7 @@ pub fn check(p: &Problem, caps: &AdapterCaps) -> Result<(), String> {
     if p.dropout().is_some() {
         return Err("dropout is not implemented".into());
     }
-    let storage = STORAGE;
+    let storage = storage(build);
     if storage > caps.max_workgroup_storage as u64 {
         return Err(format!(
             "needs {storage} bytes of workgroup storage, this adapter allows {}",
@@ -126,10 +226,16 @@ pub fn check(p: &Problem, caps: &AdapterCaps) -> Result<(), String> {
 
 /// The fused dispatch (no pipeline constants: the SPIR-V is compiled for its one shape). The
 /// caller has run [`check`].
-pub fn attention(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
+pub fn attention(
+    p: &Problem,
+    caps: &AdapterCaps,
+    build: Build,
+    rows: u32,
+) -> Result<Dispatch, String> {
     check_binding("Q ([B, H, N, D])", super::tiled_coop::input_bytes(p), caps)?;
     debug_assert!(mask_slot(&super::tiled::fused_bindings(p)).is_none());
-    super::tiled::fused_dispatch(p, caps, shader(p.backward), vec![], &tile())
+    let shader = shader(p.backward, build, rows);
+    super::tiled::fused_dispatch(p, caps, shader, vec![], &tile(rows))
 }
 
 /// The layout tiled_coop_vk.comp assumes: element `i` of lane `lane` of a 16 x 16 matrix (f32
@@ -184,7 +290,7 @@ pub fn read_probe(out: &[f32]) -> CoopLayout {
 
 /// The probe as a plan (one subgroup, one `OUT` buffer of 32 x [`PROBE_STRIDE`] floats), run
 /// by the runner like any other.
-pub fn probe_plan() -> Plan {
+pub fn probe_plan(build: Build) -> Plan {
     let bytes = (32 * PROBE_STRIDE * 4) as u64;
     Plan {
         variant: "probe-coop-layout".into(),
@@ -196,8 +302,14 @@ pub fn probe_plan() -> Plan {
             shader: Shader {
                 file: "coop_layout_probe.comp",
                 source: PROBE_SOURCE,
-                tag: "spirv",
-                spirv: PROBE_SPIRV,
+                tag: match build {
+                    Build::Device => "spirv",
+                    Build::Emulated => "spirv-emu",
+                },
+                spirv: match build {
+                    Build::Device => PROBE_SPIRV,
+                    Build::Emulated => PROBE_SPIRV_EMU,
+                },
             },
             entry: "main",
             overrides: vec![],
@@ -218,9 +330,10 @@ pub fn probe_plan() -> Plan {
     }
 }
 
-/// Runs the layout probe on `gpu` (a Vulkan device with cooperative matrices, passthrough
-/// shaders and 32-wide subgroups) and reads it. A failure to run is reported as such.
-pub fn probe(gpu: &Gpu) -> CoopLayout {
+/// Runs the layout probe on `gpu` (for [`Build::Device`]: a Vulkan device with cooperative
+/// matrices, passthrough shaders and 32-wide subgroups) and reads it. A failure to run is
+/// reported as such.
+pub fn probe(gpu: &Gpu, build: Build) -> CoopLayout {
     let run = || -> crate::Result<Vec<f32>> {
         let inputs = Inputs {
             q: vec![],
@@ -237,7 +350,7 @@ pub fn probe(gpu: &Gpu) -> CoopLayout {
             warmup_ms: None,
         };
         Ok(Runner::new(gpu)?
-            .execute(&probe_plan(), &inputs, schedule)?
+            .execute(&probe_plan(build), &inputs, schedule)?
             .output)
     };
     match run() {

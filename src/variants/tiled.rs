@@ -105,17 +105,50 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
 /// `tiled-coop-vk`: kernels/tiled_coop_vk.rs (the SPIR-V kernel with the softmax in registers),
 /// whose training forward writes L for tiled-coop's backward.
 pub fn build_coop_vk(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
-    use crate::kernels::tiled_coop_vk;
-    tiled_coop_vk::check(p, caps)?;
-    let d = tiled_coop_vk::attention(p, caps)?;
-    let plan = fused_plan(
+    use crate::kernels::tiled_coop_vk::{Build, ROWS};
+    coop_vk_plan(p, caps, Build::Device, ROWS)
+}
+
+/// `tiled-coop-vk`'s kernel built on shaders/coopmat_emu.glsl: not a variant (it measures
+/// nothing worth knowing), the tests' way to run the kernel's logic on lavapipe. With
+/// `p.backward` it is the training forward alone (O, and the row logsumexp L the backward would
+/// read): no backward, which on lavapipe neither tiled-coop's (cooperative matrices) nor tiled's
+/// (43 KiB of workgroup memory at D = 64) could run.
+/// `rows`: the kernel's ROWS (1 or 2 16-row tiles a subgroup).
+pub fn build_coop_vk_emulated(p: &Problem, caps: &AdapterCaps, rows: u32) -> Result<Plan, String> {
+    coop_vk_plan(
+        p,
+        caps,
+        crate::kernels::tiled_coop_vk::Build::Emulated,
+        rows,
+    )
+}
+
+fn coop_vk_plan(
+    p: &Problem,
+    caps: &AdapterCaps,
+    build: crate::kernels::tiled_coop_vk::Build,
+    rows: u32,
+) -> Result<Plan, String> {
+    use crate::kernels::tiled_coop_vk::{self, Build};
+    tiled_coop_vk::check(p, caps, build)?;
+    let d = tiled_coop_vk::attention(p, caps, build, rows)?;
+    let mut plan = fused_plan(
         p,
         tiled_coop::input_bytes(p),
         d,
-        tiled_coop_vk::STORAGE,
-        &tiled_coop_vk::tile(),
+        tiled_coop_vk::storage(build),
+        &tiled_coop_vk::tile(rows),
         vec![],
     );
+    if build == Build::Emulated {
+        plan.variant = "tiled-coop-vk (emulated cooperative matrices)".into();
+        if p.backward {
+            let rows = p.bh() * p.seq as u64 * 4;
+            plan.buffers.push(buf("L", rows, Role::Intermediate, false));
+        }
+        return Ok(plan);
+    }
     training(plan, p, caps, Backward::Coop)
 }
 

@@ -1,0 +1,100 @@
+// coopmat_emu.glsl — GL_KHR_cooperative_matrix emulated for the tests, so that the logic of
+// tiled_coop_vk.comp (and the plumbing of coop_layout_probe.comp) runs on a device without
+// cooperative matrices or 32-wide subgroups: lavapipe in CI. build.rs compiles each of those
+// kernels a second time with EMULATE_COOPMAT = 1, which includes this file instead of enabling the
+// extension; the kernels' code is otherwise the same text.
+//
+// What is emulated, and how:
+// - A 16 x 16 matrix is an array of 8 elements an invocation: float[8] for the f32 accumulator,
+//   float16_t[8] for the f16 A and B operands. Element i of lane l of a 32-wide "subgroup" is at
+//   the coordinates the kernel assumes (NVIDIA's mma.m16n8k16; src/kernels/tiled_coop_vk.rs
+//   `assumed`): row g + 8((i >> 1) & 1), column 2t + (i & 1) + 8(i >> 2), l = 4g + t. The
+//   emulation cannot test that assumption (it makes it true); the device's probe does.
+// - The "subgroup" is 32 consecutive invocations of the workgroup (lane = index & 31), whatever
+//   the device's own subgroup size (lavapipe: 8).
+// - coopMatLoad reads each element from its coordinates (row- or column-major, element offset and
+//   stride in units of the array's elements as GL_KHR_cooperative_matrix counts them, scalar or
+//   4-vector arrays).
+// - coopMatMulAdd and the lane shuffles exchange through workgroup memory between workgroup
+//   barriers (products of f16 exact in f32, sums in f32 in k order: as a matrix unit computes
+//   them up to the order of the sums). A barrier must be reached by the whole workgroup, so every
+//   call must be in workgroup-uniform control flow; the one non-uniform branch of
+//   tiled_coop_vk.comp (a subgroup skipping a key block that lies wholly above its rows) is
+//   therefore not taken here: SKIP_BLOCK_IF computes the block instead, fully masked, which
+//   changes no value (every P is exp2(-inf) = 0, every rescale factor 1, or 0 on zeros).
+//
+// Workgroup memory added: 2 x 4 x 256 f32 (operands of the four subgroups) + 128 f32 (shuffles)
+// = 8704 bytes.
+
+#define ACC float[8]
+#define MATA float16_t[8]
+#define MATB float16_t[8]
+#define ACC_ZERO float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+#define LANE (gl_LocalInvocationIndex & 31u)
+#define SUBGROUP (gl_LocalInvocationIndex >> 5u)
+#define SHUFFLE_XOR emu_shuffle_xor
+#define SKIP_BLOCK_IF(c)
+
+// The (row, column) of element i of this lane.
+uvec2 emu_rc(uint i) {
+    const uint g = LANE >> 2u;
+    const uint t = LANE & 3u;
+    return uvec2(g + 8u * ((i >> 1u) & 1u), 2u * t + (i & 1u) + 8u * (i >> 2u));
+}
+
+// Scalars and 4-vectors of the arrays a matrix is loaded from: their width, and component j.
+uint emu_width(float x) { return 1u; }
+uint emu_width(float16_t x) { return 1u; }
+uint emu_width(f16vec4 x) { return 4u; }
+float emu_comp(float x, uint j) { return x; }
+float16_t emu_comp(float16_t x, uint j) { return x; }
+float16_t emu_comp(f16vec4 x, uint j) { return x[j]; }
+
+// coopMatLoad(M, array, element, stride, layout): element (r, c) at component
+// (element + r * stride) * width + c (row-major) or (element + c * stride) * width + r.
+#define coopMatLoad(M, A, E, S, L) emu_load_##L(M, A, E, S)
+#define emu_load_gl_CooperativeMatrixLayoutRowMajor(M, A, E, S) emu_load(M, A, E, S, false)
+#define emu_load_gl_CooperativeMatrixLayoutColumnMajor(M, A, E, S) emu_load(M, A, E, S, true)
+#define emu_load(M, A, E, S, COLMAJOR)                                                  \
+    [[dont_unroll]] for (uint i_ = 0u; i_ < 8u; i_++) {                                 \
+        const uvec2 rc_ = emu_rc(i_);                                                   \
+        const uint w_ = emu_width(A[0]);                                                \
+        const uint x_ = COLMAJOR ? (uint(E) + rc_.y * uint(S)) * w_ + rc_.x             \
+                                 : (uint(E) + rc_.x * uint(S)) * w_ + rc_.y;            \
+        M[i_] = emu_comp(A[x_ / w_], x_ % w_);                                          \
+    }
+
+shared float emu_a[4 * 256];
+shared float emu_b[4 * 256];
+
+// D = A B + C for this lane's 8 elements of D.
+float[8] coopMatMulAdd(float16_t a[8], float16_t b[8], float c[8]) {
+    const uint at = SUBGROUP * 256u;
+    barrier();  // the previous call's readers are done
+    [[dont_unroll]] for (uint i = 0u; i < 8u; i++) {
+        const uvec2 rc = emu_rc(i);
+        emu_a[at + 16u * rc.x + rc.y] = float(a[i]);
+        emu_b[at + 16u * rc.x + rc.y] = float(b[i]);
+    }
+    barrier();
+    float d[8];
+    [[dont_unroll]] for (uint i = 0u; i < 8u; i++) {
+        const uvec2 rc = emu_rc(i);
+        float s = c[i];
+        [[dont_unroll]] for (uint k = 0u; k < 16u; k++) {
+            s += emu_a[at + 16u * rc.x + k] * emu_b[at + 16u * k + rc.y];
+        }
+        d[i] = s;
+    }
+    return d;
+}
+
+shared float emu_x[128];
+
+// subgroupShuffleXor within the 32-lane group (mask < 32).
+float emu_shuffle_xor(float x, uint mask) {
+    barrier();
+    emu_x[gl_LocalInvocationIndex] = x;
+    barrier();
+    return emu_x[gl_LocalInvocationIndex ^ mask];
+}
