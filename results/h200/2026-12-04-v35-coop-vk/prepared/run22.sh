@@ -8,11 +8,17 @@
 # trip, the softmax reads, the P stores and the rescale round trips go (about 38.5 + 13.3 µs and
 # part of the 91 µs skeleton), staging stays: 150-200 µs at N=1024 (flash 95), if the driver keeps
 # the 4 + 4 + 4 + 4 matrices in registers.
-#   bash results/h200/2026-12-04-v35-coop-vk/prepared/run22.sh $OUT/vk    (~4 min: timeout_s 400)
+# Stop 29 added R = T with ROWS = 2 (R2.diff: two 16-row tiles a subgroup, BR = 128, each K/V
+# matrix load serving both, as FlashAttention-2's forward; twice the accumulators, so the
+# question is whether the driver keeps ~180 registers without spilling). Both ROWS builds pass
+# against f64 on emulated cooperative matrices (tests/coop_vk.rs); prediction: 10-25 % faster
+# than ROWS = 1 if it does not spill (half the K/V matrix loads from shared memory per FLOP).
+#   bash results/h200/2026-12-04-v35-coop-vk/prepared/run22.sh $OUT/vk    (~5 min: timeout_s 450)
 set -u
 OUT=${1:?}; mkdir -p $OUT; L=$OUT/vk.txt; C=$OUT/checks.txt
 source bench/h200_env.sh
 gunzip -c .exp/T.gz > /tmp/K; chmod +x /tmp/K
+gunzip -c .exp/R2.gz > /tmp/R; chmod +x /tmp/R
 # 1. What the probe saw (adapter.caps.coop_layout), and the plan's verdict on a small problem.
 #    (`--variant all`: a refused single variant writes no JSON; all writes one with its reason.)
 timeout 90 /tmp/K run --variant all --batch 1 --heads 4 --seq 128 --head-dim 64 \
@@ -31,15 +37,22 @@ step /tmp/K run $V --batch 2 --heads 8 --seq 900 --kv-seq 300 --causal bottom-ri
 step /tmp/K run $V --batch 1 --heads 4 --seq 1 --kv-seq 77 --reps 5 --no-causal
 step /tmp/K run $V --batch 2 --heads 4 --seq 128 --reps 3 --backward
 step /tmp/K run $V --batch 8 --heads 16 --seq 1024 --reps 3 --backward
+echo "## R (ROWS = 2)" >> $C
+step /tmp/R run $V --batch 8 --heads 16 --seq 1024 --reps 5
+step /tmp/R run $V --batch 3 --heads 5 --seq 77 --reps 5 --no-causal
+step /tmp/R run $V --batch 2 --heads 16 --kv-heads 4 --seq 700 --kv-seq 900 --causal bottom-right --reps 5
+step /tmp/R run $V --batch 2 --heads 8 --seq 900 --kv-seq 300 --causal bottom-right --reps 5
+step /tmp/R run $V --batch 2 --heads 4 --seq 128 --reps 3 --backward
 # 3. A/B in one lease, two rounds, beside PyTorch (flash, cuDNN, efficient). (`run --variant` takes
 #    one name, or all.)
 SEED="--batch 8 --heads 16 --head-dim 64 --dtype f16"
 /tmp/K run --variant tiled --batch 8 --heads 16 --seq 1024 --reps 50 --warmup 20 > /dev/null 2>&1
 for r in 1 2; do
   echo "## round $r N1024 / N4096" >> $L
-  for v in tiled-coop tiled-coop-vk; do
-    timeout 40 /tmp/K run $SEED --variant $v --seq 1024 --reps 20 2>&1 | grep -E "^tiled|rror" | cut -c1-120 >> $L
-    timeout 60 /tmp/K run $SEED --variant $v --seq 4096 --reps 10 2>&1 | grep -E "^tiled|rror" | cut -c1-120 >> $L
+  for bv in K:tiled-coop K:tiled-coop-vk R:tiled-coop-vk; do
+    b=/tmp/${bv%%:*}; v=${bv#*:}; echo "# binary $b" >> $L
+    timeout 40 $b run $SEED --variant $v --seq 1024 --reps 20 2>&1 | grep -E "^tiled|rror" | cut -c1-120 >> $L
+    timeout 60 $b run $SEED --variant $v --seq 4096 --reps 10 2>&1 | grep -E "^tiled|rror" | cut -c1-120 >> $L
   done
 done
 timeout 90 python3 bench/torch_sdpa.py $SEED --seq 1024 --reps 20 --variants flash,efficient,cudnn --json $OUT/torch_N1024.json 2>&1 | tail -5 | cut -c1-160 >> $L
