@@ -34,6 +34,17 @@ const GLSL: &[Glsl] = &[
         "tiled_coop_vk_r2_lse.spv",
         &[("LSE", "1"), ("ROWS", "2")],
     ),
+    // Its backward passes (training): KV = 1 is bwd_kv (dK, dV), KV = 0 bwd_q (dQ).
+    (
+        "tiled_coop_vk_bwd.comp",
+        "tiled_coop_vk_bwd_kv.spv",
+        &[("KV", "1")],
+    ),
+    (
+        "tiled_coop_vk_bwd.comp",
+        "tiled_coop_vk_bwd_q.spv",
+        &[("KV", "0")],
+    ),
     ("coop_layout_probe.comp", "coop_layout_probe.spv", &[]),
     // The same kernels on shaders/coopmat_emu.glsl (no cooperative matrices): the tests run them
     // on lavapipe (src/kernels/tiled_coop_vk.rs, `Build::Emulated`).
@@ -56,6 +67,16 @@ const GLSL: &[Glsl] = &[
         "tiled_coop_vk.comp",
         "tiled_coop_vk_r2_lse_emu.spv",
         &[("LSE", "1"), ("ROWS", "2"), ("EMULATE_COOPMAT", "1")],
+    ),
+    (
+        "tiled_coop_vk_bwd.comp",
+        "tiled_coop_vk_bwd_kv_emu.spv",
+        &[("KV", "1"), ("EMULATE_COOPMAT", "1")],
+    ),
+    (
+        "tiled_coop_vk_bwd.comp",
+        "tiled_coop_vk_bwd_q_emu.spv",
+        &[("KV", "0"), ("EMULATE_COOPMAT", "1")],
     ),
     (
         "coop_layout_probe.comp",

@@ -7,11 +7,8 @@
 // Why GLSL: wgpu 30's WGSL cooperative matrices have no element access, so `tiled-coop` must send
 // every 16 x 16 score tile through workgroup memory to compute its row maxima and sums, and every P
 // tile back through it to feed P·V (README, "the walls"). GL_KHR_cooperative_matrix gives each
-// invocation its elements of a matrix (`s[i]`, `length()`), but not their coordinates: those are
-// the driver's. This kernel assumes the layout NVIDIA's mma.sync.m16n8k16 uses, which the host
-// checks on the device before it offers the variant (coop_layout_probe.comp): lane l = 4g + t holds,
-// for element i of a 16 x 16 matrix (accumulator f32 or A operand f16 alike),
-//     row = g + 8 * ((i >> 1) & 1),   column = 2t + (i & 1) + 8 * (i >> 2).
+// invocation its elements of a matrix; this kernel reads them by the coordinates of the layout
+// coop_vk_common.glsl assumes (NVIDIA's mma.m16n8k16), which the host checks on the device first.
 // With it: row maxima and sums are two subgroup shuffles (the four lanes 4g .. 4g+3 share rows g and
 // g + 8), O is rescaled in registers, and a P tile becomes the A operand of P·V element for element
 // in registers (the accumulator and the A operand share the layout): S and P never touch workgroup
@@ -28,48 +25,15 @@
 //   5. O += P V over the four tiles of 16 keys.
 // Workgroup storage: K and V 2 x 64 x (64 + 8) f16 = 18432 bytes.
 #version 450
-#if EMULATE_COOPMAT
 #extension GL_GOOGLE_include_directive : require
-#else
-#extension GL_KHR_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_shuffle : require
-#endif
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_control_flow_attributes : require
 
 // Defined by build.rs: LSE (0 or 1) — 1 writes the row logsumexp for the backward;
 // EMULATE_COOPMAT (0 or 1) — 1 builds the tests' twin on coopmat_emu.glsl (no matrix units);
 // ROWS (1 or 2) — 16-row tiles a subgroup owns (2: BR = 128, every K and V matrix loaded from
 // workgroup memory serves two row tiles, as FlashAttention-2 does, at twice the accumulators).
+#include "coop_vk_common.glsl"
 
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
-
-// shaders/common.wgsl's `Params`, field for field (std140: 20 scalars of 4 bytes).
-layout(set = 0, binding = 0, std140) uniform ParamsBlock {
-    uint heads;
-    uint seq;
-    uint head_dim;
-    uint causal;
-    float scale;
-    uint neg_inf_bits;
-    uint head_offset;
-    uint heads_per_batch;
-    uint mask_bstride;
-    uint mask_hstride;
-    float factor;
-    uint drop_threshold;
-    float drop_scale;
-    uint drop_key0;
-    uint drop_key1;
-    uint kv_group;
-    uint kv_seq;
-    int causal_off;
-    uint pad0;
-    uint pad1;
-} params;
 
 layout(set = 0, binding = 1, std430) readonly buffer QBuf { float16_t q[]; };
 layout(set = 0, binding = 2, std430) readonly buffer KBuf { f16vec4 k4[]; };
@@ -80,30 +44,13 @@ layout(set = 0, binding = 4, std430) buffer OBuf { f16vec2 o2[]; };
 layout(set = 0, binding = 5, std430) buffer LBuf { float lse[]; };
 #endif
 
-const uint D = 64;            // head dimension (the only one compiled)
-const uint D4 = D / 4;        // f16vec4 a row
 const uint SG_ROWS = 16 * ROWS;  // query rows a subgroup: ROWS tiles of 16
 const uint BR = 4 * SG_ROWS;  // query rows a workgroup
 const uint BC = 64;           // keys a block
-const uint KP4 = D4 + 2;      // staged row pitch in f16vec4: D + 8 halves (bank-conflict padding)
 const uint LOADS = BC * D4 / 128;  // f16vec4 of K (and of V) each invocation stages a block: 8
-const float LOG2E = 1.4426950408889634;
 
 shared f16vec4 ks[BC * KP4];  // [key][KP4]
 shared f16vec4 vs[BC * KP4];
-
-#if EMULATE_COOPMAT
-#include "coopmat_emu.glsl"
-#else
-#define ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
-#define MATA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
-#define MATB coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
-#define ACC_ZERO ACC(0.0)
-#define LANE gl_SubgroupInvocationID
-#define SUBGROUP gl_SubgroupID
-#define SHUFFLE_XOR subgroupShuffleXor
-#define SKIP_BLOCK_IF(c) if (c) continue
-#endif
 
 void main() {
     const uint t = gl_LocalInvocationIndex;
@@ -207,7 +154,7 @@ void main() {
                     const uint h = (i >> 1) & 1u;
                     float x = s[rt][nt][i] * qscale;
                     if (edge) {
-                        const uint col = j0 + 16u * nt + 2u * tq + (i & 1u) + 8u * (i >> 2);
+                        const uint col = j0 + 16u * nt + frag_col(i);
                         const bool ok = col < nk && (!causal || int(col) <= int(rows[rt][h]) + off);
                         x = ok ? x : ninf;
                     }
@@ -276,7 +223,7 @@ void main() {
                 const uint h = (i >> 1) & 1u;
                 const uint row = rows[rt][h];
                 if (row < n) {
-                    const uint col = 16u * c + 2u * tq + 8u * (i >> 2);
+                    const uint col = 16u * c + frag_col(i);
                     o2[(base + row * D + col) / 2u] =
                         f16vec2(o[rt][c][i] * inv[h], o[rt][c][i + 1u] * inv[h]);
                 }

@@ -92,6 +92,37 @@ fn plans_on_an_adapter_like_the_h200() {
 }
 
 #[test]
+fn the_glsl_backward_passes_plan_on_an_adapter_like_the_h200() {
+    // The passes the training plan gets with GLSL_BACKWARD (until measured it keeps tiled-coop's
+    // WGSL backward: plans_on_an_adapter_like_the_h200).
+    let mut p = problem();
+    p.backward = true;
+    p.kv_heads = 2;
+    p.kv_seq = 130;
+    let caps = h200();
+    let kv = tiled_coop_vk::bwd_pass(&p, &caps, Build::Device, true).unwrap();
+    let q = tiled_coop_vk::bwd_pass(&p, &caps, Build::Device, false).unwrap();
+    let names = |d: &attn_wgpu::plan::Dispatch| -> Vec<String> {
+        d.bindings.iter().map(|b| b.buffer.clone()).collect()
+    };
+    assert_eq!(names(&kv), ["Q", "K", "V", "dO", "L", "Dl", "dK", "dV"]);
+    assert_eq!(names(&q), ["Q", "K", "V", "dO", "L", "Dl", "dQ"]);
+    // bwd_kv: M = 130 keys in blocks of 64 x B*Hkv; bwd_q: N = 100 rows in blocks of 64 x B*H.
+    assert_eq!(kv.workgroups, [3, 4, 1]);
+    assert_eq!(q.workgroups, [2, 8, 1]);
+    assert!(kv.shader.is_spirv() && q.shader.is_spirv());
+    assert_ne!(kv.shader.spirv, q.shader.spirv);
+    // Four products per allowed (row, key) pair in bwd_kv, three in bwd_q.
+    let pairs = p.bh() * p.allowed_pairs_per_head() * 64 * 2;
+    assert_eq!((kv.flops, q.flops), (4 * pairs, 3 * pairs));
+    let mut small = caps.clone();
+    small.max_workgroup_storage = 18432;
+    assert!(tiled_coop_vk::check_backward(&small, Build::Device)
+        .unwrap_err()
+        .contains("18944 bytes"));
+}
+
+#[test]
 fn every_refusal_names_its_reason() {
     let p = problem();
     let mut c = h200();
@@ -204,6 +235,20 @@ fn workgroup_memory_is_read_from_the_spirv() {
             assert_eq!(tiled_coop_vk::storage(build), bytes);
         }
     }
+    // The backward passes: Q, dO, L and D staged (bwd_kv), K and V (bwd_q).
+    for (build, extra) in [(Build::Device, 0), (Build::Emulated, 8704)] {
+        let kv = tiled_coop_vk::bwd_shader(true, build);
+        let q = tiled_coop_vk::bwd_shader(false, build);
+        assert_eq!(
+            kernels::workgroup_bytes(&kv, "main", &[]),
+            Some(18944 + extra)
+        );
+        assert_eq!(
+            kernels::workgroup_bytes(&q, "main", &[]),
+            Some(18432 + extra)
+        );
+    }
+    assert_eq!(tiled_coop_vk::BWD_STORAGE, 18944);
     // Not SPIR-V at all.
     assert_eq!(kernels::spirv_workgroup_bytes(b"not spir-v at all"), None);
 }
@@ -256,6 +301,14 @@ fn emulated_passes_with(p: &Problem, rows: u32) {
         "ROWS = {rows} {}: {val:?}",
         p.shape_string()
     );
+    if p.backward {
+        let t = r.training.as_ref().unwrap();
+        assert_eq!(t.backward_dispatches, 3);
+        assert_eq!(t.grads.len(), 3);
+        for g in &t.grads {
+            assert_eq!(g.verdict, Verdict::Pass, "{}: {g:?}", p.shape_string());
+        }
+    }
 }
 
 /// Both builds of the kernel: one row tile a subgroup (the variant's) and two (BR = 128).
@@ -300,6 +353,35 @@ fn the_kernel_passes_on_emulated_matrices_with_gqa_and_n_not_m() {
     emulated_passes(&p);
 }
 
+#[test]
+fn the_backward_passes_on_emulated_matrices() {
+    // dQ, dK, dV of shaders/tiled_coop_vk_bwd.comp (after the forward that writes L and
+    // tiled_bwd_dot.wgsl's D) against the f64 backward: causal over two blocks; ragged N without
+    // causal; GQA 4:1 with N < M; N > M bottom-right (rows with no key: zero gradients, and keys
+    // no row sees); one query row.
+    let mut p = f16(1, 2, 128, true);
+    p.backward = true;
+    emulated_passes_with(&p, 1);
+    let mut p = f16(2, 3, 77, false);
+    p.backward = true;
+    emulated_passes_with(&p, 1);
+    let mut p = f16(1, 4, 40, true);
+    p.kv_heads = 1;
+    p.kv_seq = 72;
+    p.causal_align = CausalAlign::BottomRight;
+    p.backward = true;
+    emulated_passes_with(&p, 1);
+    let mut p = f16(1, 2, 100, true);
+    p.kv_seq = 40;
+    p.causal_align = CausalAlign::BottomRight;
+    p.backward = true;
+    emulated_passes_with(&p, 2);
+    let mut p = f16(1, 2, 1, false);
+    p.kv_seq = 70;
+    p.backward = true;
+    emulated_passes_with(&p, 1);
+}
+
 /// The row logsumexp L (base 2: log2 of the sum of 2^(scale log2(e) q·k) over the allowed keys,
 /// +inf for a row with none) the training forward of the emulated kernel writes, against f64.
 /// (On the device, `--backward` checks L through dQ, dK, dV; no backward that reads it runs on
@@ -309,9 +391,16 @@ fn emulated_l_matches(runner: &mut Runner, p: &Problem, rows: u32) {
     let mut t = p.clone();
     t.backward = true;
     let mut plan = variants::tiled::build_coop_vk_emulated(&t, &gpu.caps, rows).unwrap();
-    // The training forward (the L-writing module), L read back instead of O.
-    assert_eq!(plan.dispatches.len(), 1);
+    // The training forward alone (the L-writing module), L read back instead of O.
     assert!(plan.dispatches[0].shader.tag.ends_with("+lse"));
+    plan.dispatches.truncate(1);
+    plan.grads.clear();
+    let bound: Vec<String> = plan.dispatches[0]
+        .bindings
+        .iter()
+        .map(|b| b.buffer.clone())
+        .collect();
+    plan.buffers.retain(|b| bound.contains(&b.name));
     plan.output = "L".into();
     plan.check().unwrap();
     // The runner uploads inputs and decodes the output in the inputs' dtype: f16 Q, K, V are

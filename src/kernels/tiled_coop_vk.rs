@@ -2,7 +2,8 @@
 //! variant): shaders/tiled_coop_vk.comp, GLSL with GL_KHR_cooperative_matrix compiled to SPIR-V
 //! by build.rs (glslang) and handed to Vulkan through wgpu's `PASSTHROUGH_SHADERS`. Vulkan only,
 //! f16, D = 64, causal or not, grouped-query attention, training (it writes L for
-//! kernels/tiled_coop_bwd.rs); no mask bias, no dropout.
+//! kernels/tiled_coop_bwd.rs, or, with [`GLSL_BACKWARD`], for this file's own backward passes,
+//! shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`]); no mask bias, no dropout.
 //!
 //! wgpu 30's WGSL cooperative matrices have no element access, which is why `tiled-coop` sends
 //! every score and probability tile through workgroup memory (README, the walls). GLSL's
@@ -17,7 +18,7 @@
 //! kernel's logic on lavapipe against the f64 reference (tests/coop_vk.rs). The kernel is built
 //! for one or two 16-row tiles a subgroup (its ROWS); the variant runs [`ROWS`].
 
-use super::{check_binding, mask_slot};
+use super::{check_binding, check_grid, mask_slot};
 use crate::gpu::context::CoopLayout;
 use crate::gpu::runner::{Runner, Schedule};
 use crate::gpu::{AdapterCaps, Gpu};
@@ -95,6 +96,41 @@ const MODULES: [(Build, u32, bool, &str, &[u8]); 8] = [
         spirv!("tiled_coop_vk_r2_lse_emu"),
     ),
 ];
+/// The backward passes (shaders/tiled_coop_vk_bwd.comp): (build, bwd_kv?) -> (tag, module).
+const BWD_SOURCE: &str = include_str!("../../shaders/tiled_coop_vk_bwd.comp");
+const BWD_MODULES: [(Build, bool, &str, &[u8]); 4] = [
+    (
+        Build::Device,
+        true,
+        "spirv-kv",
+        spirv!("tiled_coop_vk_bwd_kv"),
+    ),
+    (
+        Build::Device,
+        false,
+        "spirv-q",
+        spirv!("tiled_coop_vk_bwd_q"),
+    ),
+    (
+        Build::Emulated,
+        true,
+        "spirv-emu-kv",
+        spirv!("tiled_coop_vk_bwd_kv_emu"),
+    ),
+    (
+        Build::Emulated,
+        false,
+        "spirv-emu-q",
+        spirv!("tiled_coop_vk_bwd_q_emu"),
+    ),
+];
+/// Whether the variant's training plan uses this file's backward (shaders/tiled_coop_vk_bwd.comp,
+/// P and dS in registers) or `tiled-coop`'s WGSL one (kernels/tiled_coop_bwd.rs, measured on the
+/// H200): the WGSL one until this one is measured.
+pub const GLSL_BACKWARD: bool = false;
+/// Workgroup storage of the backward passes: bwd_kv stages Q and dO (2 x 64 x (D + 8) f16) and
+/// the rows' L and D (2 x 64 f32); bwd_q stages K and V as the forward does.
+pub const BWD_STORAGE: u64 = STORAGE + 2 * 64 * 4;
 /// shaders/coop_layout_probe.comp as SPIR-V.
 pub const PROBE_SPIRV: &[u8] = spirv!("coop_layout_probe");
 const PROBE_SPIRV_EMU: &[u8] = spirv!("coop_layout_probe_emu");
@@ -124,6 +160,20 @@ pub fn shader(lse: bool, build: Build, rows: u32) -> Shader {
         source: SOURCE,
         tag,
         spirv,
+    }
+}
+
+/// A backward pass: `kv` (dK, dV) or dQ.
+pub fn bwd_shader(kv: bool, build: Build) -> Shader {
+    let m = BWD_MODULES
+        .iter()
+        .find(|m| m.0 == build && m.1 == kv)
+        .expect("every (build, pass) is compiled");
+    Shader {
+        file: "tiled_coop_vk_bwd.comp",
+        source: BWD_SOURCE,
+        tag: m.2,
+        spirv: m.3,
     }
 }
 
@@ -236,6 +286,117 @@ pub fn attention(
     debug_assert!(mask_slot(&super::tiled::fused_bindings(p)).is_none());
     let shader = shader(p.backward, build, rows);
     super::tiled::fused_dispatch(p, caps, shader, vec![], &tile(rows))
+}
+
+/// Rows (bwd_kv) or keys (bwd_q) of a staged block of the backward, and keys (bwd_kv) or rows
+/// (bwd_q) a workgroup owns.
+const BWD_BLOCK: u64 = 64;
+
+/// `bwd_kv` (dK, dV; a workgroup per 64 keys of a K/V head, its group's query heads in turn) or
+/// `bwd_q` (dQ; a workgroup per 64 rows of a head), after `tiled_bwd::bwd_dot`. The caller has
+/// run [`check`] (f16, D = 64, no mask, no dropout) and [`check_backward`].
+pub fn bwd_pass(
+    p: &Problem,
+    caps: &AdapterCaps,
+    build: Build,
+    kv: bool,
+) -> Result<Dispatch, String> {
+    let (n, m, d, e) = (
+        p.seq as u64,
+        p.kv_seq as u64,
+        p.head_dim as u64,
+        p.dtype.bytes(),
+    );
+    let bh = p.bh();
+    let pairs = p.allowed_pairs_per_head();
+    // Staged blocks a workgroup walks, per head: bwd_kv from the first row block that sees its
+    // keys to N, bwd_q up to the causal end of its rows.
+    let (owned, walked) = if kv {
+        let walked: u64 = (0..m.div_ceil(BWD_BLOCK))
+            .map(|kb| {
+                let first = if p.causal {
+                    ((kb * BWD_BLOCK) as i64 - p.causal_offset()).clamp(0, n as i64) as u64
+                } else {
+                    0
+                };
+                n.div_ceil(BWD_BLOCK) - first / BWD_BLOCK
+            })
+            .sum();
+        (m.div_ceil(BWD_BLOCK), walked)
+    } else {
+        let walked: u64 = (0..n.div_ceil(BWD_BLOCK))
+            .map(|qb| {
+                let last = n.min((qb + 1) * BWD_BLOCK) - 1;
+                p.keys_for_row(last).div_ceil(BWD_BLOCK)
+            })
+            .sum();
+        (n.div_ceil(BWD_BLOCK), walked)
+    };
+    let block_bytes = BWD_BLOCK * d * e * 2;
+    let (name, grid_y, reads, writes, products, note) = if kv {
+        (
+            "bwd_kv",
+            check_grid("B*Hkv", p.batch as u64 * p.kv_heads as u64, caps)?,
+            2 * p.kv_bytes() + bh * walked * (block_bytes + BWD_BLOCK * 8),
+            2 * p.kv_bytes(),
+            4,
+            "dK, dV on cooperative matrices, P and dS in registers: a workgroup per 64 keys walks \
+             the query blocks of 64 (from the diagonal when causal); per 16 rows Sᵀ, dPᵀ, dV += \
+             Pᵀ dO, dK += dSᵀ Q",
+        )
+    } else {
+        (
+            "bwd_q",
+            check_grid("B*H", bh, caps)?,
+            2 * p.qkv_bytes() + bh * n * 8 + bh * walked * block_bytes,
+            p.qkv_bytes(),
+            3,
+            "dQ on cooperative matrices, dS in registers: a workgroup per 64 rows walks the key \
+             blocks of 64 (up to the diagonal when causal); per 16 keys S, dP, dQ += dS K",
+        )
+    };
+    let grid_x = check_grid(
+        if kv {
+            "M / 64 key blocks"
+        } else {
+            "N / 64 row blocks"
+        },
+        owned,
+        caps,
+    )?;
+    Ok(Dispatch {
+        name: name.into(),
+        phase: Phase::Backward,
+        saved: vec![],
+        shader: bwd_shader(kv, build),
+        entry: "main",
+        overrides: vec![],
+        params: Params::of(p),
+        bindings: super::tiled_bwd::bindings(p, if kv { &["dK", "dV"] } else { &["dQ"] }),
+        workgroups: [grid_x, grid_y, 1],
+        reads_bytes: reads,
+        writes_bytes: writes,
+        flops: bh * pairs * d * 2 * products,
+        note: note.into(),
+    })
+}
+
+/// Why the backward passes cannot run here, if they cannot (beyond [`check`]).
+pub fn check_backward(caps: &AdapterCaps, build: Build) -> Result<(), String> {
+    let need = BWD_STORAGE
+        + if build == Build::Emulated {
+            EMU_STORAGE
+        } else {
+            0
+        };
+    if need > caps.max_workgroup_storage as u64 {
+        return Err(format!(
+            "the backward (tiled_coop_vk_bwd.comp) needs {need} bytes of workgroup storage, this \
+             adapter allows {}",
+            caps.max_workgroup_storage
+        ));
+    }
+    Ok(())
 }
 
 /// The layout tiled_coop_vk.comp assumes: element `i` of lane `lane` of a 16 x 16 matrix (f32

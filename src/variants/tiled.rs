@@ -109,11 +109,10 @@ pub fn build_coop_vk(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     coop_vk_plan(p, caps, Build::Device, ROWS)
 }
 
-/// `tiled-coop-vk`'s kernel built on shaders/coopmat_emu.glsl: not a variant (it measures
-/// nothing worth knowing), the tests' way to run the kernel's logic on lavapipe. With
-/// `p.backward` it is the training forward alone (O, and the row logsumexp L the backward would
-/// read): no backward, which on lavapipe neither tiled-coop's (cooperative matrices) nor tiled's
-/// (43 KiB of workgroup memory at D = 64) could run.
+/// `tiled-coop-vk`'s kernels built on shaders/coopmat_emu.glsl: not a variant (it measures
+/// nothing worth knowing), the tests' way to run the kernels' logic on lavapipe. With
+/// `p.backward`, the training plan with the GLSL backward (kernels/tiled_coop_vk.rs `bwd_pass`),
+/// emulated too.
 /// `rows`: the kernel's ROWS (1 or 2 16-row tiles a subgroup).
 pub fn build_coop_vk_emulated(p: &Problem, caps: &AdapterCaps, rows: u32) -> Result<Plan, String> {
     coop_vk_plan(
@@ -141,15 +140,15 @@ fn coop_vk_plan(
         &tiled_coop_vk::tile(rows),
         vec![],
     );
-    if build == Build::Emulated {
-        plan.variant = "tiled-coop-vk (emulated cooperative matrices)".into();
-        if p.backward {
-            let rows = p.bh() * p.seq as u64 * 4;
-            plan.buffers.push(buf("L", rows, Role::Intermediate, false));
+    let bwd = match build {
+        Build::Emulated => {
+            plan.variant = "tiled-coop-vk (emulated cooperative matrices)".into();
+            Backward::CoopVk(build)
         }
-        return Ok(plan);
-    }
-    training(plan, p, caps, Backward::Coop)
+        Build::Device if tiled_coop_vk::GLSL_BACKWARD => Backward::CoopVk(build),
+        Build::Device => Backward::Coop,
+    };
+    training(plan, p, caps, bwd)
 }
 
 /// Which fused backward a training plan gets.
@@ -159,6 +158,8 @@ enum Backward {
     Tiled,
     /// kernels/tiled_coop_bwd.rs (f16, cooperative matrices).
     Coop,
+    /// kernels/tiled_coop_vk.rs's passes (f16, SPIR-V, P and dS in registers), of this build.
+    CoopVk(crate::kernels::tiled_coop_vk::Build),
 }
 
 /// In training mode (`--backward`), FlashAttention-2's backward after the forward (which then
@@ -178,6 +179,7 @@ fn training(
     match bwd {
         Backward::Tiled => tiled_bwd::check(p, caps)?,
         Backward::Coop => tiled_coop_bwd::check(p, caps)?,
+        Backward::CoopVk(build) => crate::kernels::tiled_coop_vk::check_backward(caps, build)?,
     }
     let rows = p.bh() * p.seq as u64 * 4;
     // `split-kv` keeps L in inference too (its combine writes it).
@@ -186,7 +188,7 @@ fn training(
     }
     let do_bytes = match bwd {
         Backward::Tiled => p.qkv_bytes(),
-        Backward::Coop => tiled_coop::input_bytes(p),
+        Backward::Coop | Backward::CoopVk(_) => tiled_coop::input_bytes(p),
     };
     plan.buffers.push(buf("dO", do_bytes, Role::Input, false));
     plan.buffers
@@ -214,6 +216,10 @@ fn training(
         Backward::Coop => (
             tiled_coop_bwd::bwd_kv(p, caps)?,
             tiled_coop_bwd::bwd_q(p, caps)?,
+        ),
+        Backward::CoopVk(build) => (
+            crate::kernels::tiled_coop_vk::bwd_pass(p, caps, build, true)?,
+            crate::kernels::tiled_coop_vk::bwd_pass(p, caps, build, false)?,
         ),
     };
     plan.dispatches.push(kv.backward("bwd_kv", inputs.clone()));

@@ -1,0 +1,73 @@
+// coop_vk_common.glsl — what the GLSL kernels on cooperative matrices share (tiled_coop_vk.comp,
+// the forward; tiled_coop_vk_bwd.comp, its backward passes): extensions, the Params block, the
+// head dimension, the matrix types (or, with EMULATE_COOPMAT = 1, coopmat_emu.glsl's emulation)
+// and the element layout the kernels assume.
+//
+// The layout: GL_KHR_cooperative_matrix gives each invocation its elements of a matrix (`s[i]`,
+// `length()`) but not their coordinates, which are the driver's. The kernels assume NVIDIA's
+// mma.sync.m16n8k16 fragments, which the host checks on the device before it offers them
+// (coop_layout_probe.comp, src/kernels/tiled_coop_vk.rs `assumed`): lane l = 4g + t holds, for
+// element i of a 16 x 16 matrix (f32 accumulator and f16 A operand alike),
+//     row = g + 8 ((i >> 1) & 1),   column = 2t + (i & 1) + 8 (i >> 2).
+// So the four lanes 4g .. 4g + 3 share rows g and g + 8 (row reductions are two shuffles), and an
+// accumulator element is the A operand element of the same index (P or dS in registers).
+#if EMULATE_COOPMAT
+#else
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_control_flow_attributes : require
+
+// shaders/common.wgsl's `Params`, field for field (std140: 20 scalars of 4 bytes).
+layout(set = 0, binding = 0, std140) uniform ParamsBlock {
+    uint heads;
+    uint seq;
+    uint head_dim;
+    uint causal;
+    float scale;
+    uint neg_inf_bits;
+    uint head_offset;
+    uint heads_per_batch;
+    uint mask_bstride;
+    uint mask_hstride;
+    float factor;
+    uint drop_threshold;
+    float drop_scale;
+    uint drop_key0;
+    uint drop_key1;
+    uint kv_group;
+    uint kv_seq;
+    int causal_off;
+    uint pad0;
+    uint pad1;
+} params;
+
+const uint D = 64;            // head dimension (the only one compiled)
+const uint D4 = D / 4;        // f16vec4 a row
+const uint KP4 = D4 + 2;      // staged row pitch in f16vec4: D + 8 halves (bank-conflict padding)
+const float LOG2E = 1.4426950408889634;
+
+#if EMULATE_COOPMAT
+#include "coopmat_emu.glsl"
+#else
+#define ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define MATA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define MATB coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+#define ACC_ZERO ACC(0.0)
+#define LANE gl_SubgroupInvocationID
+#define SUBGROUP gl_SubgroupID
+#define SHUFFLE_XOR subgroupShuffleXor
+#define SKIP_BLOCK_IF(c) if (c) continue
+#endif
+
+// The row and column of element i of this lane's fragment (the assumed layout above).
+uint frag_row(uint i) {
+    return (LANE >> 2u) + 8u * ((i >> 1u) & 1u);
+}
+uint frag_col(uint i) {
+    return 2u * (LANE & 3u) + (i & 1u) + 8u * (i >> 2u);
+}

@@ -1,0 +1,304 @@
+// tiled_coop_vk_bwd.comp — `tiled-coop-vk`'s backward: FlashAttention-2's two fused backward
+// passes on cooperative matrices with P and dS in registers (src/kernels/tiled_coop_vk.rs). GLSL
+// compiled to SPIR-V by build.rs, twice: KV = 1 is `bwd_kv` (dK, dV), KV = 0 is `bwd_q` (dQ). Both
+// follow `bwd_dot` (tiled_bwd_dot.wgsl: D = rowsum(dO ∘ O)) and recompute P = exp2(S - L) from Q,
+// K and the forward's row logsumexp L (base 2; +inf for a row with no allowed key). f16 in device
+// memory, f32 accumulators, P and dS rounded to one f16 each before their products (as
+// FlashAttention-2 rounds them). No mask bias, no dropout (the variant refuses both).
+//
+// Where tiled_coop_bwd_{kv,q}.wgsl must store every Sᵀ / dPᵀ tile to workgroup memory to reach its
+// elements and every P / dS tile back to feed the next product (WGSL's cooperative matrices have
+// no element access), here an accumulator element is the A operand element of the same index
+// (coop_vk_common.glsl's layout): P and dS are made element for element in registers. Workgroup
+// memory holds only the staged blocks.
+//
+// bwd_kv: a workgroup of four 32-wide subgroups owns 64 keys of one K/V head; subgroup s owns keys
+// 16s .. 16s + 15, holds their K and V as four A matrices each and dK, dV as four accumulators
+// each, and walks the query blocks of 64 rows that see them (from the diagonal when causal), for
+// each query head of the K/V head's group in turn. Per block (Q and dO staged, prefetched a block
+// ahead into registers, with the rows' L and D), per 16-row tile nt:
+//   Sᵀ = K Qᵀ, dPᵀ = V dOᵀ (16 keys x 16 rows); Pᵀ = exp2(Sᵀ scale log2 e - L) (0 where masked),
+//   dSᵀ = Pᵀ ∘ (dPᵀ - D) scale, both to f16 A matrices; dV += Pᵀ dO; dK += dSᵀ Q.
+// bwd_q: a workgroup owns 64 query rows of one head (16 a subgroup; their Q and dO as four A
+// matrices each, dQ as four accumulators, L and D of the lane's two rows in registers) and walks
+// the key blocks of 64 up to the diagonal (K and V staged as in the forward). Per 16-key tile nt:
+//   S = Q Kᵀ, dP = dO Vᵀ; P = exp2(S scale log2 e - L), dS = P ∘ (dP - D) scale to an f16 A
+//   matrix; dQ += dS K.
+// Workgroup storage: bwd_kv Q and dO 2 x 64 x (64 + 8) f16 + L and D 2 x 64 f32 = 18944 bytes;
+// bwd_q K and V 2 x 64 x (64 + 8) f16 = 18432 bytes.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+
+// Defined by build.rs: KV (1: bwd_kv, 0: bwd_q); EMULATE_COOPMAT (0 or 1, as the forward).
+#include "coop_vk_common.glsl"
+
+layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
+
+// kernels/tiled_bwd.rs `bindings`: Q, K, V, dO, L, D, then the gradients.
+layout(set = 0, binding = 1, std430) readonly buffer QBuf { f16vec4 q4[]; };
+layout(set = 0, binding = 2, std430) readonly buffer KBuf { f16vec4 k4[]; };
+layout(set = 0, binding = 3, std430) readonly buffer VBuf { f16vec4 v4[]; };
+layout(set = 0, binding = 4, std430) readonly buffer GBuf { f16vec4 g4[]; };  // dO
+layout(set = 0, binding = 5, std430) readonly buffer LBuf { float lse[]; };
+layout(set = 0, binding = 6, std430) readonly buffer DBuf { float delta[]; };
+#if KV
+layout(set = 0, binding = 7, std430) buffer DkBuf { f16vec2 dk2[]; };
+layout(set = 0, binding = 8, std430) buffer DvBuf { f16vec2 dv2[]; };
+#else
+layout(set = 0, binding = 7, std430) buffer DqBuf { f16vec2 dq2[]; };
+#endif
+
+const uint B = 64;                // rows (bwd_kv) or keys (bwd_q) a staged block
+const uint LOADS = B * D4 / 128;  // f16vec4 of each staged tensor an invocation moves a block: 8
+
+// bwd_kv: Q and dO of a block of rows; bwd_q: K and V of a block of keys. [row][KP4].
+shared f16vec4 xs[B * KP4];
+shared f16vec4 ys[B * KP4];
+#if KV
+shared float ls[B];  // L of the block's rows (+inf past N)
+shared float ds[B];  // D of the block's rows (0 past N)
+#endif
+
+// Stores the two adjacent columns (i, i + 1) of row `row` of accumulator tile c, scaled, as f16.
+#define STORE_PAIR(BUF, at, acc, i, f) BUF[(at) / 2u] = f16vec2((acc)[i] * (f), (acc)[(i) + 1u] * (f))
+
+void main() {
+    const uint t = gl_LocalInvocationIndex;
+    const uint sg = SUBGROUP;
+    const uint n = params.seq;
+    const uint nk = params.kv_seq;
+    const bool causal = params.causal != 0u;
+    const int off = params.causal_off;  // row i sees keys j <= i + off
+    const float ninf = uintBitsToFloat(params.neg_inf_bits);
+    const float qscale = params.scale * LOG2E;
+    const float scale = params.scale;
+
+#if KV
+    // wg.y is a K/V head; its kv_group query heads are walked in turn into the same accumulators.
+    const uint kvh = params.head_offset / params.kv_group + gl_WorkGroupID.y;
+    const uint j0 = gl_WorkGroupID.x * B;  // the workgroup's first key
+    const uint js = j0 + 16u * sg;         // this subgroup's first key
+    const uint kvb = kvh * nk * D4;        // this head's K/V, in f16vec4
+
+    // This subgroup's 16 keys of K and V as A matrices, straight from device memory (K and V are
+    // padded by 128 rows past the last head; keys past M are masked).
+    MATA ka[4];
+    MATA va[4];
+    ACC dk[4];
+    ACC dv[4];
+    [[unroll]] for (uint c = 0; c < 4; c++) {
+        coopMatLoad(ka[c], k4, kvb + js * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(va[c], v4, kvb + js * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
+        dk[c] = ACC_ZERO;
+        dv[c] = ACC_ZERO;
+    }
+
+    // Causal: the first block of rows that sees key j0 (row i sees keys up to i + off).
+    uint first = 0u;
+    if (causal) {
+        first = uint(clamp(int(j0) - off, 0, int(n))) / B * B;
+    }
+    for (uint r = 0; r < params.kv_group; r++) {
+        const uint head = kvh * params.kv_group + r;
+        const uint qb = head * n * D4;  // this head's Q and dO, in f16vec4 (padded like Q)
+        // The first block into registers; invocations 0 .. 63 also carry a row's L and D.
+        f16vec4 pq[LOADS];
+        f16vec4 pg[LOADS];
+        [[unroll]] for (uint e = 0; e < LOADS; e++) {
+            const uint w = first * D4 + t + 128u * e;
+            pq[e] = q4[qb + w];
+            pg[e] = g4[qb + w];
+        }
+        float pl = uintBitsToFloat(0x7f800000u);
+        float pd = 0.0;
+        if (t < B && first + t < n) {
+            pl = lse[head * n + first + t];
+            pd = delta[head * n + first + t];
+        }
+        for (uint i0 = first; i0 < n; i0 += B) {
+            // 1. Stage this block of rows; prefetch the next one.
+            barrier();
+            [[unroll]] for (uint e = 0; e < LOADS; e++) {
+                const uint w = t + 128u * e;
+                xs[(w / D4) * KP4 + w % D4] = pq[e];
+                ys[(w / D4) * KP4 + w % D4] = pg[e];
+            }
+            if (t < B) {
+                ls[t] = pl;
+                ds[t] = pd;
+            }
+            barrier();
+            if (i0 + B < n) {
+                [[unroll]] for (uint e = 0; e < LOADS; e++) {
+                    const uint w = (i0 + B) * D4 + t + 128u * e;
+                    pq[e] = q4[qb + w];
+                    pg[e] = g4[qb + w];
+                }
+                pl = uintBitsToFloat(0x7f800000u);
+                pd = 0.0;
+                if (t < B && i0 + B + t < n) {
+                    pl = lse[head * n + i0 + B + t];
+                    pd = delta[head * n + i0 + B + t];
+                }
+            }
+            // No row of the block sees this subgroup's keys: skip it.
+            SKIP_BLOCK_IF(causal && int(i0 + B - 1u) + off < int(js));
+            // Masks needed: keys past M, rows past N, or the block crosses the diagonal.
+            const bool edge = js + 16u > nk || i0 + B > n || (causal && int(js + 15u) > int(i0) + off);
+
+            [[unroll]] for (uint nt = 0; nt < 4; nt++) {
+                // 2. Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for rows 16nt .. of the block (Qᵀ, dOᵀ read
+                //    column-major from the staged rows).
+                ACC st = ACC_ZERO;
+                ACC dpt = ACC_ZERO;
+                [[unroll]] for (uint c = 0; c < 4; c++) {
+                    MATB qm;
+                    MATB gm;
+                    coopMatLoad(qm, xs, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutColumnMajor);
+                    coopMatLoad(gm, ys, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutColumnMajor);
+                    st = coopMatMulAdd(ka[c], qm, st);
+                    dpt = coopMatMulAdd(va[c], gm, dpt);
+                }
+                // 3. Pᵀ and dSᵀ element for element: this lane's key js + frag_row(i), row
+                //    i0 + 16nt + frag_col(i).
+                MATA pa;
+                MATA dsa;
+                [[unroll]] for (uint i = 0; i < 8; i++) {
+                    const uint rl = 16u * nt + frag_col(i);  // the row within the block
+                    float x = st[i] * qscale;
+                    if (edge) {
+                        const uint key = js + frag_row(i);
+                        const uint row = i0 + rl;
+                        const bool ok = key < nk && row < n && (!causal || int(key) <= int(row) + off);
+                        x = ok ? x : ninf;
+                    }
+                    const float p = exp2(x - ls[rl]);
+                    pa[i] = float16_t(p);
+                    dsa[i] = float16_t(p * (dpt[i] - ds[rl]) * scale);
+                }
+                // 4. dV += Pᵀ dO, dK += dSᵀ Q (dO and Q rows 16nt .. read row-major).
+                [[unroll]] for (uint c = 0; c < 4; c++) {
+                    MATB gm;
+                    MATB qm;
+                    coopMatLoad(gm, ys, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutRowMajor);
+                    coopMatLoad(qm, xs, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutRowMajor);
+                    dv[c] = coopMatMulAdd(pa, gm, dv[c]);
+                    dk[c] = coopMatMulAdd(dsa, qm, dk[c]);
+                }
+            }
+        }
+    }
+
+    // dK and dV of this subgroup's keys, two columns a store (keys past M are not written).
+    [[unroll]] for (uint c = 0; c < 4; c++) {
+        [[unroll]] for (uint i = 0; i < 8; i += 2) {
+            const uint key = js + frag_row(i);
+            if (key < nk) {
+                const uint at = (kvh * nk + key) * D + 16u * c + frag_col(i);
+                STORE_PAIR(dk2, at, dk[c], i, 1.0);
+                STORE_PAIR(dv2, at, dv[c], i, 1.0);
+            }
+        }
+    }
+#else
+    const uint head = params.head_offset + gl_WorkGroupID.y;
+    const uint i0 = gl_WorkGroupID.x * B;  // the workgroup's first row
+    const uint r0 = i0 + 16u * sg;         // this subgroup's first row
+    const uint qb = head * n * D4;         // this head's Q and dO (padded by 128 rows)
+    const uint kvb = (head / params.kv_group) * nk * D4;
+
+    // This subgroup's 16 rows of Q and dO as A matrices; L and D of this lane's two rows.
+    MATA qa[4];
+    MATA ga[4];
+    ACC dq[4];
+    [[unroll]] for (uint c = 0; c < 4; c++) {
+        coopMatLoad(qa[c], q4, qb + r0 * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(ga[c], g4, qb + r0 * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
+        dq[c] = ACC_ZERO;
+    }
+    float lr[2];
+    float dr[2];
+    [[unroll]] for (uint h = 0; h < 2; h++) {
+        const uint row = r0 + frag_row(2u * h);
+        lr[h] = row < n ? lse[head * n + row] : uintBitsToFloat(0x7f800000u);
+        dr[h] = row < n ? delta[head * n + row] : 0.0;
+    }
+
+    // The keys any row of the workgroup may see (all M, or up to the causal diagonal).
+    uint kv_end = nk;
+    if (causal) {
+        kv_end = uint(clamp(int(i0 + B) + off, 0, int(nk)));
+    }
+    f16vec4 pk[LOADS];
+    f16vec4 pv[LOADS];
+    [[unroll]] for (uint e = 0; e < LOADS; e++) {
+        pk[e] = k4[kvb + t + 128u * e];
+        pv[e] = v4[kvb + t + 128u * e];
+    }
+    for (uint j0 = 0; j0 < kv_end; j0 += B) {
+        // 1. Stage this block of keys; prefetch the next one.
+        barrier();
+        [[unroll]] for (uint e = 0; e < LOADS; e++) {
+            const uint w = t + 128u * e;
+            xs[(w / D4) * KP4 + w % D4] = pk[e];
+            ys[(w / D4) * KP4 + w % D4] = pv[e];
+        }
+        barrier();
+        if (j0 + B < kv_end) {
+            [[unroll]] for (uint e = 0; e < LOADS; e++) {
+                const uint w = (j0 + B) * D4 + t + 128u * e;
+                pk[e] = k4[kvb + w];
+                pv[e] = v4[kvb + w];
+            }
+        }
+        // Every key of the block lies above this subgroup's rows: skip it.
+        SKIP_BLOCK_IF(causal && int(j0) > int(r0 + 15u) + off);
+        const bool edge = j0 + B > nk || (causal && int(j0 + B - 1u) > int(r0) + off);
+
+        [[unroll]] for (uint nt = 0; nt < 4; nt++) {
+            // 2. S = Q Kᵀ and dP = dO Vᵀ for keys 16nt .. of the block.
+            ACC s = ACC_ZERO;
+            ACC dp = ACC_ZERO;
+            [[unroll]] for (uint c = 0; c < 4; c++) {
+                MATB kb;
+                MATB vb;
+                coopMatLoad(kb, xs, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutColumnMajor);
+                coopMatLoad(vb, ys, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutColumnMajor);
+                s = coopMatMulAdd(qa[c], kb, s);
+                dp = coopMatMulAdd(ga[c], vb, dp);
+            }
+            // 3. dS element for element: this lane's row r0 + frag_row(i), key j0 + 16nt +
+            //    frag_col(i).
+            MATA dsa;
+            [[unroll]] for (uint i = 0; i < 8; i++) {
+                const uint h = (i >> 1) & 1u;
+                float x = s[i] * qscale;
+                if (edge) {
+                    const uint key = j0 + 16u * nt + frag_col(i);
+                    const uint row = r0 + frag_row(i);
+                    const bool ok = key < nk && (!causal || int(key) <= int(row) + off);
+                    x = ok ? x : ninf;
+                }
+                const float p = exp2(x - lr[h]);
+                dsa[i] = float16_t(p * (dp[i] - dr[h]) * scale);
+            }
+            // 4. dQ += dS K (K rows 16nt .. read row-major).
+            [[unroll]] for (uint c = 0; c < 4; c++) {
+                MATB kb;
+                coopMatLoad(kb, xs, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutRowMajor);
+                dq[c] = coopMatMulAdd(dsa, kb, dq[c]);
+            }
+        }
+    }
+
+    // dQ of this subgroup's rows, two columns a store.
+    [[unroll]] for (uint c = 0; c < 4; c++) {
+        [[unroll]] for (uint i = 0; i < 8; i += 2) {
+            const uint row = r0 + frag_row(i);
+            if (row < n) {
+                STORE_PAIR(dq2, (head * n + row) * D + 16u * c + frag_col(i), dq[c], i, 1.0);
+            }
+        }
+    }
+#endif
+}
