@@ -30,7 +30,7 @@ h200_begin "$@"
   done
   step $B tune $SEED --seq 1024 --dtype f32 --reps 5 --out "$o/tune.json"
   for dt in f32 f16 bf16; do
-    step $B sweep --seq 256,512,1024,2048,4096 --variants unfused-inplace,tiled,tiled-subgroup,tiled-coop $SEED --dtype $dt --reps 5 --out-dir "$o/sweep_$dt"
+    step $B sweep --seq 256,512,1024,2048,4096 --variants unfused-inplace,tiled,tiled-subgroup,tiled-coop,tiled-coop-vk $SEED --dtype $dt --reps 5 --out-dir "$o/sweep_$dt"
   done
   step $B explain --variant unfused,unfused-inplace,tiled $SEED --seq 1024 --dtype f32
   for dt in f32 f16 bf16; do
