@@ -25,13 +25,15 @@ pub fn cmd_adapters(a: AdapterArgs) -> anyhow::Result<u8> {
         println!("[{i}] {} — {} / {}", r.name, r.backend, r.device_type);
         println!("    driver: {} {}", r.driver, r.driver_info);
         println!(
-            "    features: timestamps={} f16={} subgroups={} (size {}..{}) cooperative_matrix={}",
+            "    features: timestamps={} f16={} subgroups={} (size {}..{}) cooperative_matrix={} \
+             passthrough_shaders={}",
             c.timestamps,
             c.f16,
             c.subgroups,
             c.subgroup_min_size,
             c.subgroup_max_size,
-            c.cooperative_matrix
+            c.cooperative_matrix,
+            c.passthrough
         );
         println!(
             "    limits: workgroup storage {} B, invocations/workgroup {}, max storage binding {}, max buffer {}",
