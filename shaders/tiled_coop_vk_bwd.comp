@@ -59,8 +59,9 @@ shared float ls[B];  // L of the block's rows (+inf past N)
 shared float ds[B];  // D of the block's rows (0 past N)
 #endif
 
-// Stores the two adjacent columns (i, i + 1) of row `row` of accumulator tile c, scaled, as f16.
-#define STORE_PAIR(BUF, at, acc, i, f) BUF[(at) / 2u] = f16vec2((acc)[i] * (f), (acc)[(i) + 1u] * (f))
+// Stores elements i and i + 1 of an accumulator (two adjacent columns of one row: the layout's
+// pairs) at element `at` of an f16vec2 buffer, as f16.
+#define STORE_PAIR(BUF, at, acc, i) BUF[(at) / 2u] = f16vec2((acc)[i], (acc)[(i) + 1u])
 
 void main() {
     const uint t = gl_LocalInvocationIndex;
@@ -195,8 +196,8 @@ void main() {
             const uint key = js + frag_row(i);
             if (key < nk) {
                 const uint at = (kvh * nk + key) * D + 16u * c + frag_col(i);
-                STORE_PAIR(dk2, at, dk[c], i, 1.0);
-                STORE_PAIR(dv2, at, dv[c], i, 1.0);
+                STORE_PAIR(dk2, at, dk[c], i);
+                STORE_PAIR(dv2, at, dv[c], i);
             }
         }
     }
@@ -296,7 +297,7 @@ void main() {
         [[unroll]] for (uint i = 0; i < 8; i += 2) {
             const uint row = r0 + frag_row(i);
             if (row < n) {
-                STORE_PAIR(dq2, (head * n + row) * D + 16u * c + frag_col(i), dq[c], i, 1.0);
+                STORE_PAIR(dq2, (head * n + row) * D + 16u * c + frag_col(i), dq[c], i);
             }
         }
     }
