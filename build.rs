@@ -4,86 +4,75 @@
 // (src/kernels/tiled_coop_vk.rs); a compile error fails the build with glslang's log.
 use std::process::Command;
 
-/// A GLSL kernel to compile: (source under shaders/, output name, `#define`s).
-type Glsl = (
-    &'static str,
-    &'static str,
-    &'static [(&'static str, &'static str)],
-);
+/// A GLSL kernel to compile: source under shaders/, module name (OUT_DIR/name.spv), `#define`s.
+struct Glsl {
+    file: &'static str,
+    name: String,
+    defines: Vec<(&'static str, String)>,
+}
 
-const GLSL: &[Glsl] = &[
-    // tiled_coop_vk.comp: inference and training (LSE: also writes L), one 16-row tile a subgroup
-    // (ROWS = 1, BR = 64) or two (ROWS = 2, BR = 128).
-    (
-        "tiled_coop_vk.comp",
-        "tiled_coop_vk_r1.spv",
-        &[("LSE", "0"), ("ROWS", "1")],
-    ),
-    (
-        "tiled_coop_vk.comp",
-        "tiled_coop_vk_r1_lse.spv",
-        &[("LSE", "1"), ("ROWS", "1")],
-    ),
-    (
-        "tiled_coop_vk.comp",
-        "tiled_coop_vk_r2.spv",
-        &[("LSE", "0"), ("ROWS", "2")],
-    ),
-    (
-        "tiled_coop_vk.comp",
-        "tiled_coop_vk_r2_lse.spv",
-        &[("LSE", "1"), ("ROWS", "2")],
-    ),
-    // Its backward passes (training): KV = 1 is bwd_kv (dK, dV), KV = 0 bwd_q (dQ).
-    (
-        "tiled_coop_vk_bwd.comp",
-        "tiled_coop_vk_bwd_kv.spv",
-        &[("KV", "1")],
-    ),
-    (
-        "tiled_coop_vk_bwd.comp",
-        "tiled_coop_vk_bwd_q.spv",
-        &[("KV", "0")],
-    ),
-    ("coop_layout_probe.comp", "coop_layout_probe.spv", &[]),
-    // The same kernels on shaders/coopmat_emu.glsl (no cooperative matrices): the tests run them
-    // on lavapipe (src/kernels/tiled_coop_vk.rs, `Build::Emulated`).
-    (
-        "tiled_coop_vk.comp",
-        "tiled_coop_vk_r1_emu.spv",
-        &[("LSE", "0"), ("ROWS", "1"), ("EMULATE_COOPMAT", "1")],
-    ),
-    (
-        "tiled_coop_vk.comp",
-        "tiled_coop_vk_r1_lse_emu.spv",
-        &[("LSE", "1"), ("ROWS", "1"), ("EMULATE_COOPMAT", "1")],
-    ),
-    (
-        "tiled_coop_vk.comp",
-        "tiled_coop_vk_r2_emu.spv",
-        &[("LSE", "0"), ("ROWS", "2"), ("EMULATE_COOPMAT", "1")],
-    ),
-    (
-        "tiled_coop_vk.comp",
-        "tiled_coop_vk_r2_lse_emu.spv",
-        &[("LSE", "1"), ("ROWS", "2"), ("EMULATE_COOPMAT", "1")],
-    ),
-    (
-        "tiled_coop_vk_bwd.comp",
-        "tiled_coop_vk_bwd_kv_emu.spv",
-        &[("KV", "1"), ("EMULATE_COOPMAT", "1")],
-    ),
-    (
-        "tiled_coop_vk_bwd.comp",
-        "tiled_coop_vk_bwd_q_emu.spv",
-        &[("KV", "0"), ("EMULATE_COOPMAT", "1")],
-    ),
-    (
-        "coop_layout_probe.comp",
-        "coop_layout_probe_emu.spv",
-        &[("EMULATE_COOPMAT", "1")],
-    ),
-];
+/// Every SPIR-V module, each kernel in two builds: on the device's cooperative matrices, and on
+/// shaders/coopmat_emu.glsl (EMULATE_COOPMAT = 1, name suffix `_emu`), which the tests run on
+/// lavapipe (src/kernels/tiled_coop_vk.rs, `Build::Emulated`).
+/// - tiled_coop_vk.comp `tiled_coop_vk_r{1,2}[_lse][_mask]`: one or two 16-row tiles a subgroup
+///   (ROWS), training (LSE: also writes L), a mask bias (MASK, bound after the plan's other
+///   buffers: binding 5, or 6 with L);
+/// - tiled_coop_vk_bwd.comp `tiled_coop_vk_bwd_{kv,q}[_mask]`: the backward passes (the mask at
+///   binding 9 for bwd_kv, 8 for bwd_q);
+/// - coop_layout_probe.comp `coop_layout_probe`.
+fn modules() -> Vec<Glsl> {
+    let mut all = Vec::new();
+    for emu in [false, true] {
+        let tail = if emu { "_emu" } else { "" };
+        let base = |file, name: String, mut defines: Vec<(&'static str, String)>| {
+            defines.push(("EMULATE_COOPMAT", (emu as u8).to_string()));
+            Glsl {
+                file,
+                name: format!("{name}{tail}"),
+                defines,
+            }
+        };
+        for rows in [1, 2] {
+            for lse in [false, true] {
+                for mask in [false, true] {
+                    let name = format!(
+                        "tiled_coop_vk_r{rows}{}{}",
+                        if lse { "_lse" } else { "" },
+                        if mask { "_mask" } else { "" }
+                    );
+                    let defines = vec![
+                        ("ROWS", rows.to_string()),
+                        ("LSE", (lse as u8).to_string()),
+                        ("MASK", (mask as u8).to_string()),
+                        ("MASK_BINDING", (5 + lse as u8).to_string()),
+                    ];
+                    all.push(base("tiled_coop_vk.comp", name, defines));
+                }
+            }
+        }
+        for kv in [true, false] {
+            for mask in [false, true] {
+                let name = format!(
+                    "tiled_coop_vk_bwd_{}{}",
+                    if kv { "kv" } else { "q" },
+                    if mask { "_mask" } else { "" }
+                );
+                let defines = vec![
+                    ("KV", (kv as u8).to_string()),
+                    ("MASK", (mask as u8).to_string()),
+                    ("MASK_BINDING", (if kv { 9 } else { 8 }).to_string()),
+                ];
+                all.push(base("tiled_coop_vk_bwd.comp", name, defines));
+            }
+        }
+        all.push(base(
+            "coop_layout_probe.comp",
+            "coop_layout_probe".into(),
+            vec![],
+        ));
+    }
+    all
+}
 
 /// `#include "name"` resolves to shaders/name (the one include: coopmat_emu.glsl).
 struct Includes;
@@ -106,7 +95,13 @@ impl glslang::include::IncludeHandler for Includes {
 fn compile_glsl(out_dir: &std::path::Path) {
     use glslang::*;
     let compiler = Compiler::acquire().expect("glslang: acquiring the compiler");
-    for (file, out, defines) in GLSL {
+    let modules = modules();
+    for Glsl {
+        file,
+        name,
+        defines,
+    } in &modules
+    {
         let path = format!("shaders/{file}");
         println!("cargo:rerun-if-changed={path}");
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -120,7 +115,10 @@ fn compile_glsl(out_dir: &std::path::Path) {
             messages: ShaderMessage::DEFAULT,
             version_profile: None,
         };
-        let defs: Vec<(&str, Option<&str>)> = defines.iter().map(|(k, v)| (*k, Some(*v))).collect();
+        let defs: Vec<(&str, Option<&str>)> = defines
+            .iter()
+            .map(|(k, v)| (*k, Some(v.as_str())))
+            .collect();
         let mut includes = Includes;
         let input = ShaderInput::new(
             &source,
@@ -139,8 +137,22 @@ fn compile_glsl(out_dir: &std::path::Path) {
             .compile(ShaderStage::Compute)
             .unwrap_or_else(|e| panic!("{path} {defines:?}: {e}"));
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        std::fs::write(out_dir.join(out), bytes).expect("writing SPIR-V to OUT_DIR");
+        std::fs::write(out_dir.join(format!("{name}.spv")), bytes)
+            .expect("writing SPIR-V to OUT_DIR");
     }
+    // The table src/kernels/tiled_coop_vk.rs includes: every module by name.
+    let mut table = String::from(
+        "/// Every SPIR-V module build.rs compiled, by name (build.rs `modules`).\n\
+         pub(crate) const SPIRV_MODULES: &[(&str, &[u8])] = &[\n",
+    );
+    for m in &modules {
+        table.push_str(&format!(
+            "    (\"{0}\", include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{0}.spv\"))),\n",
+            m.name
+        ));
+    }
+    table.push_str("];\n");
+    std::fs::write(out_dir.join("spirv_modules.rs"), table).expect("writing the module table");
 }
 
 fn main() {

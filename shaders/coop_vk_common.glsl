@@ -64,6 +64,26 @@ const float LOG2E = 1.4426950408889634;
 #define SKIP_BLOCK_IF(c) if (c) continue
 #endif
 
+// The mask bias (MASK = 1, bound at MASK_BINDING, after the kernel's other buffers), as
+// shaders/mask_bias.wgsl reads it: f32 [Bm, Hm, N, M] with zero strides where it broadcasts, 0 past
+// N or M; BIAS(head, row, key) in base 2, like the scores, 0 without a mask.
+#if MASK
+layout(set = 0, binding = MASK_BINDING, std430) readonly buffer MaskBuf { float mask_buf[]; };
+float mask_bias(uint gh, uint i, uint j) {
+    const uint n = params.seq;
+    const uint m = params.kv_seq;
+    if (i >= n || j >= m) {
+        return 0.0;
+    }
+    const uint b = gh / params.heads_per_batch;
+    const uint h = gh % params.heads_per_batch;
+    return mask_buf[((b * params.mask_bstride + h * params.mask_hstride) * n + i) * m + j];
+}
+#define BIAS(gh, i, j) (mask_bias(gh, i, j) * LOG2E)
+#else
+#define BIAS(gh, i, j) 0.0
+#endif
+
 // The row and column of element i of this lane's fragment (the assumed layout above).
 uint frag_row(uint i) {
     return (LANE >> 2u) + 8u * ((i >> 1u) & 1u);

@@ -1,8 +1,8 @@
 // tiled_coop_vk.comp — the `tiled-coop-vk` kernel: FlashAttention-2's forward on cooperative
 // matrices with the softmax in registers. GLSL with GL_KHR_cooperative_matrix, compiled to SPIR-V
 // at build time (build.rs, glslang) and handed to Vulkan through wgpu's PASSTHROUGH_SHADERS:
-// Vulkan only, f16 Q/K/V/O, D = 64, no mask bias, no dropout (src/kernels/tiled_coop_vk.rs says
-// why each is refused).
+// Vulkan only, f16 Q/K/V/O, D = 64, no dropout (src/kernels/tiled_coop_vk.rs says why each is
+// refused).
 //
 // Why GLSL: wgpu 30's WGSL cooperative matrices have no element access, so `tiled-coop` must send
 // every 16 x 16 score tile through workgroup memory to compute its row maxima and sums, and every P
@@ -27,7 +27,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
-// Defined by build.rs: LSE (0 or 1) — 1 writes the row logsumexp for the backward;
+// Defined by build.rs: LSE (0 or 1) — 1 writes the row logsumexp for the backward; MASK (0 or 1)
+// and MASK_BINDING — a mask bias (coop_vk_common.glsl), which masks every block;
 // EMULATE_COOPMAT (0 or 1) — 1 builds the tests' twin on coopmat_emu.glsl (no matrix units);
 // ROWS (1 or 2) — 16-row tiles a subgroup owns (2: BR = 128, every K and V matrix loaded from
 // workgroup memory serves two row tiles, as FlashAttention-2 does, at twice the accumulators).
@@ -147,7 +148,7 @@ void main() {
         [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
             // 3. Scale, mask where the block crosses the diagonal or the last key, row maxima.
             const uint rf = r0 + 16u * rt;  // the tile's first row
-            const bool edge = j0 + BC > nk || (causal && int(j0 + BC - 1u) > int(rf) + off);
+            const bool edge = MASK != 0 || j0 + BC > nk || (causal && int(j0 + BC - 1u) > int(rf) + off);
             float mx[2] = float[2](ninf, ninf);
             [[unroll]] for (uint nt = 0; nt < 4; nt++) {
                 [[unroll]] for (uint i = 0; i < 8; i++) {
@@ -156,7 +157,7 @@ void main() {
                     if (edge) {
                         const uint col = j0 + 16u * nt + frag_col(i);
                         const bool ok = col < nk && (!causal || int(col) <= int(rows[rt][h]) + off);
-                        x = ok ? x : ninf;
+                        x = ok ? x + BIAS(head, rows[rt][h], col) : ninf;
                     }
                     s[rt][nt][i] = x;
                     mx[h] = max(mx[h], x);

@@ -4,7 +4,8 @@
 // follow `bwd_dot` (tiled_bwd_dot.wgsl: D = rowsum(dO ∘ O)) and recompute P = exp2(S - L) from Q,
 // K and the forward's row logsumexp L (base 2; +inf for a row with no allowed key). f16 in device
 // memory, f32 accumulators, P and dS rounded to one f16 each before their products (as
-// FlashAttention-2 rounds them). No mask bias, no dropout (the variant refuses both).
+// FlashAttention-2 rounds them). A mask bias where the problem has one (MASK); no dropout (the
+// variant refuses it).
 //
 // Where tiled_coop_bwd_{kv,q}.wgsl must store every Sᵀ / dPᵀ tile to workgroup memory to reach its
 // elements and every P / dS tile back to feed the next product (WGSL's cooperative matrices have
@@ -29,7 +30,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
-// Defined by build.rs: KV (1: bwd_kv, 0: bwd_q); EMULATE_COOPMAT (0 or 1, as the forward).
+// Defined by build.rs: KV (1: bwd_kv, 0: bwd_q); MASK, MASK_BINDING and EMULATE_COOPMAT as for
+// the forward.
 #include "coop_vk_common.glsl"
 
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
@@ -145,7 +147,8 @@ void main() {
             // No row of the block sees this subgroup's keys: skip it.
             SKIP_BLOCK_IF(causal && int(i0 + B - 1u) + off < int(js));
             // Masks needed: keys past M, rows past N, or the block crosses the diagonal.
-            const bool edge = js + 16u > nk || i0 + B > n || (causal && int(js + 15u) > int(i0) + off);
+            const bool edge = MASK != 0 || js + 16u > nk || i0 + B > n
+                || (causal && int(js + 15u) > int(i0) + off);
 
             [[unroll]] for (uint nt = 0; nt < 4; nt++) {
                 // 2. Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for rows 16nt .. of the block (Qᵀ, dOᵀ read
@@ -171,7 +174,7 @@ void main() {
                         const uint key = js + frag_row(i);
                         const uint row = i0 + rl;
                         const bool ok = key < nk && row < n && (!causal || int(key) <= int(row) + off);
-                        x = ok ? x : ninf;
+                        x = ok ? x + BIAS(head, row, key) : ninf;
                     }
                     const float p = exp2(x - ls[rl]);
                     pa[i] = float16_t(p);
@@ -254,7 +257,7 @@ void main() {
         }
         // Every key of the block lies above this subgroup's rows: skip it.
         SKIP_BLOCK_IF(causal && int(j0) > int(r0 + 15u) + off);
-        const bool edge = j0 + B > nk || (causal && int(j0 + B - 1u) > int(r0) + off);
+        const bool edge = MASK != 0 || j0 + B > nk || (causal && int(j0 + B - 1u) > int(r0) + off);
 
         [[unroll]] for (uint nt = 0; nt < 4; nt++) {
             // 2. S = Q Kᵀ and dP = dO Vᵀ for keys 16nt .. of the block.
@@ -278,7 +281,7 @@ void main() {
                     const uint key = j0 + 16u * nt + frag_col(i);
                     const uint row = r0 + frag_row(i);
                     const bool ok = key < nk && (!causal || int(key) <= int(row) + off);
-                    x = ok ? x : ninf;
+                    x = ok ? x + BIAS(head, row, key) : ninf;
                 }
                 const float p = exp2(x - lr[h]);
                 dsa[i] = float16_t(p * (dp[i] - dr[h]) * scale);

@@ -123,6 +123,32 @@ fn the_glsl_backward_passes_plan_on_an_adapter_like_the_h200() {
 }
 
 #[test]
+fn a_mask_is_bound_where_its_kernels_read_it() {
+    // The mask builds read the bias at MASK_BINDING (build.rs): after the plan's other buffers,
+    // 5 in inference, 6 in training (after L), 9 in bwd_kv, 8 in bwd_q.
+    let mut p = problem();
+    p.mask.bias = Some(BiasLayout { batch: 1, heads: 1 });
+    let binding_of_mask = |d: &attn_wgpu::plan::Dispatch| {
+        1 + d
+            .bindings
+            .iter()
+            .position(|b| b.buffer == kernels::MASK)
+            .expect("the mask is bound")
+    };
+    let plan = variants::plan("tiled-coop-vk", &p, &h200()).unwrap();
+    assert_eq!(binding_of_mask(&plan.dispatches[0]), 5);
+    assert!(plan.dispatches[0].shader.tag.contains("_mask"));
+    p.backward = true;
+    let plan = variants::plan("tiled-coop-vk", &p, &h200()).unwrap();
+    assert_eq!(binding_of_mask(&plan.dispatches[0]), 6);
+    assert!(plan.dispatches[0].shader.tag.contains("_lse_mask"));
+    let kv = tiled_coop_vk::bwd_pass(&p, &h200(), Build::Device, true).unwrap();
+    let q = tiled_coop_vk::bwd_pass(&p, &h200(), Build::Device, false).unwrap();
+    assert_eq!((binding_of_mask(&kv), binding_of_mask(&q)), (9, 8));
+    assert!(kv.shader.tag.ends_with("kv_mask") && q.shader.tag.ends_with("q_mask"));
+}
+
+#[test]
 fn every_refusal_names_its_reason() {
     let p = problem();
     let mut c = h200();
@@ -150,9 +176,6 @@ fn every_refusal_names_its_reason() {
     let mut q = problem();
     q.dtype = DType::BF16;
     assert!(refusal(&q, &h200()).contains("bf16"));
-    let mut q = problem();
-    q.mask.bias = Some(BiasLayout { batch: 1, heads: 1 });
-    assert!(refusal(&q, &h200()).contains("mask"));
     let mut q = problem();
     q.dropout = 0.1;
     assert!(refusal(&q, &h200()).contains("dropout"));
@@ -230,15 +253,15 @@ fn workgroup_memory_is_read_from_the_spirv() {
     // by the source).
     for rows in [1, 2] {
         for (build, bytes) in [(Build::Device, 18432), (Build::Emulated, 18432 + 8704)] {
-            let s = tiled_coop_vk::shader(false, build, rows);
+            let s = tiled_coop_vk::shader(false, false, build, rows);
             assert_eq!(kernels::workgroup_bytes(&s, "main", &[]), Some(bytes));
             assert_eq!(tiled_coop_vk::storage(build), bytes);
         }
     }
     // The backward passes: Q, dO, L and D staged (bwd_kv), K and V (bwd_q).
     for (build, extra) in [(Build::Device, 0), (Build::Emulated, 8704)] {
-        let kv = tiled_coop_vk::bwd_shader(true, build);
-        let q = tiled_coop_vk::bwd_shader(false, build);
+        let kv = tiled_coop_vk::bwd_shader(true, false, build);
+        let q = tiled_coop_vk::bwd_shader(false, false, build);
         assert_eq!(
             kernels::workgroup_bytes(&kv, "main", &[]),
             Some(18944 + extra)
@@ -275,24 +298,27 @@ fn the_probe_runs_through_the_runner_on_emulated_matrices() {
     assert!(matches!(gpu.caps.coop_layout, CoopLayout::NotProbed(_)));
 }
 
-/// Runs the emulated kernel (`rows` 16-row tiles a subgroup) on `p` and asserts O PASSes
-/// against f64.
+/// Runs the emulated kernel (`rows` 16-row tiles a subgroup) on `p` and asserts O (and in
+/// training dQ, dK, dV) PASS against f64.
 fn emulated_passes_with(p: &Problem, rows: u32) {
+    emulated_passes_on(p, &Inputs::generate(p), rows);
+}
+
+fn emulated_passes_on(p: &Problem, x: &Inputs, rows: u32) -> attn_wgpu::run::VariantRun {
     let gpu = common::gpu();
     let plan = variants::tiled::build_coop_vk_emulated(p, &gpu.caps, rows)
         .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
     // The kernel under test is tiled_coop_vk.comp's emulated build, with the storage it declares.
     let d = &plan.dispatches[0];
-    assert!(d.shader.file == "tiled_coop_vk.comp" && d.shader.tag.starts_with("spirv-emu"));
+    assert!(d.shader.file == "tiled_coop_vk.comp" && d.shader.tag.ends_with("_emu"));
     assert_eq!(
         kernels::workgroup_bytes(&d.shader, d.entry, &d.overrides),
         Some(tiled_coop_vk::storage(Build::Emulated))
     );
     assert_eq!(d.workgroups[0], p.seq.div_ceil(64 * rows));
-    let x = Inputs::generate(p);
     let sem = variants::find("tiled-coop-vk").unwrap().fully_masked;
     let mut runner = Runner::new(gpu).unwrap();
-    let r = attn_wgpu::run::run_plan(&mut runner, p, &x, "tiled-coop-vk-emu", plan, sem, ONCE)
+    let r = attn_wgpu::run::run_plan(&mut runner, p, x, "tiled-coop-vk-emu", plan, sem, ONCE)
         .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
     let val = r.validation.as_ref().unwrap();
     assert_eq!(
@@ -309,6 +335,7 @@ fn emulated_passes_with(p: &Problem, rows: u32) {
             assert_eq!(g.verdict, Verdict::Pass, "{}: {g:?}", p.shape_string());
         }
     }
+    r
 }
 
 /// Both builds of the kernel: one row tile a subgroup (the variant's) and two (BR = 128).
@@ -382,6 +409,51 @@ fn the_backward_passes_on_emulated_matrices() {
     emulated_passes_with(&p, 1);
 }
 
+#[test]
+fn masks_pass_on_emulated_matrices_forward_and_backward() {
+    use attn_wgpu::mask::normalize;
+    use attn_wgpu::problem::Convention;
+    use rand_core::SeedableRng;
+    let mut rng = rand_pcg::Pcg32::seed_from_u64(29);
+    // A bool mask (SDPA: True takes part) that may block a whole row, with causal; a float mask
+    // (MHA convention) with key padding and GQA, N < M; key padding alone, one batch element with
+    // no key at all. Forward with one and two row tiles a subgroup, then the training step.
+    for (case, n, m, causal) in [(0, 96, 96, true), (1, 70, 90, false), (2, 80, 80, true)] {
+        for backward in [false, true] {
+            let mut p = f16(2, 4, n, causal);
+            p.kv_seq = m;
+            p.backward = backward;
+            if case == 1 {
+                p.kv_heads = 2;
+            }
+            let mut x = Inputs::generate(&p);
+            let (user, conv, pad) = match case {
+                0 => (
+                    Some(common::random_mask(&mut rng, &p, false)),
+                    Convention::Sdpa,
+                    None,
+                ),
+                1 => (
+                    Some(common::random_mask(&mut rng, &p, true)),
+                    Convention::Mha,
+                    Some(vec![m - 7, 33]),
+                ),
+                // Batch 0 with every key padded: fully masked rows (O and gradients 0).
+                _ => (None, Convention::Sdpa, Some(vec![0, 41])),
+            };
+            normalize(&mut p, &mut x, user.as_ref(), conv, pad.as_deref()).unwrap();
+            assert!(p.mask.bias.is_some());
+            let r = emulated_passes_on(&p, &x, 1);
+            if case == 2 {
+                assert_eq!(r.validation.unwrap().fully_masked_rows, 4 * 80);
+            }
+            if !backward {
+                emulated_passes_on(&p, &x, 2);
+            }
+        }
+    }
+}
+
 /// The row logsumexp L (base 2: log2 of the sum of 2^(scale log2(e) q·k) over the allowed keys,
 /// +inf for a row with none) the training forward of the emulated kernel writes, against f64.
 /// (On the device, `--backward` checks L through dQ, dK, dV; no backward that reads it runs on
@@ -392,7 +464,7 @@ fn emulated_l_matches(runner: &mut Runner, p: &Problem, rows: u32) {
     t.backward = true;
     let mut plan = variants::tiled::build_coop_vk_emulated(&t, &gpu.caps, rows).unwrap();
     // The training forward alone (the L-writing module), L read back instead of O.
-    assert!(plan.dispatches[0].shader.tag.ends_with("+lse"));
+    assert!(plan.dispatches[0].shader.tag.contains("_lse"));
     plan.dispatches.truncate(1);
     plan.grads.clear();
     let bound: Vec<String> = plan.dispatches[0]

@@ -3,7 +3,8 @@
 //! by build.rs (glslang) and handed to Vulkan through wgpu's `PASSTHROUGH_SHADERS`. Vulkan only,
 //! f16, D = 64, causal or not, grouped-query attention, training (it writes L for
 //! kernels/tiled_coop_bwd.rs, or, with [`GLSL_BACKWARD`], for this file's own backward passes,
-//! shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`]); no mask bias, no dropout.
+//! shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`]), mask bias (bool / float masks, key padding);
+//! no dropout.
 //!
 //! wgpu 30's WGSL cooperative matrices have no element access, which is why `tiled-coop` sends
 //! every score and probability tile through workgroup memory (README, the walls). GLSL's
@@ -18,7 +19,7 @@
 //! kernel's logic on lavapipe against the f64 reference (tests/coop_vk.rs). The kernel is built
 //! for one or two 16-row tiles a subgroup (its ROWS); the variant runs [`ROWS`].
 
-use super::{check_binding, check_grid, mask_slot};
+use super::{check_binding, check_grid};
 use crate::gpu::context::CoopLayout;
 use crate::gpu::runner::{Runner, Schedule};
 use crate::gpu::{AdapterCaps, Gpu};
@@ -37,93 +38,26 @@ pub const BC: u32 = 64;
 pub const STORAGE: u64 = 2 * BC as u64 * (HEAD_DIM as u64 + 8) * 2;
 
 const SOURCE: &str = include_str!("../../shaders/tiled_coop_vk.comp");
-const PROBE_SOURCE: &str = include_str!("../../shaders/coop_layout_probe.comp");
-macro_rules! spirv {
-    ($name:literal) => {
-        include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".spv"))
-    };
-}
-/// build.rs's SPIR-V builds of tiled_coop_vk.comp: (build, ROWS, LSE) -> (tag, module).
-const MODULES: [(Build, u32, bool, &str, &[u8]); 8] = [
-    (Build::Device, 1, false, "spirv", spirv!("tiled_coop_vk_r1")),
-    (
-        Build::Device,
-        1,
-        true,
-        "spirv+lse",
-        spirv!("tiled_coop_vk_r1_lse"),
-    ),
-    (
-        Build::Device,
-        2,
-        false,
-        "spirv-r2",
-        spirv!("tiled_coop_vk_r2"),
-    ),
-    (
-        Build::Device,
-        2,
-        true,
-        "spirv-r2+lse",
-        spirv!("tiled_coop_vk_r2_lse"),
-    ),
-    (
-        Build::Emulated,
-        1,
-        false,
-        "spirv-emu",
-        spirv!("tiled_coop_vk_r1_emu"),
-    ),
-    (
-        Build::Emulated,
-        1,
-        true,
-        "spirv-emu+lse",
-        spirv!("tiled_coop_vk_r1_lse_emu"),
-    ),
-    (
-        Build::Emulated,
-        2,
-        false,
-        "spirv-emu-r2",
-        spirv!("tiled_coop_vk_r2_emu"),
-    ),
-    (
-        Build::Emulated,
-        2,
-        true,
-        "spirv-emu-r2+lse",
-        spirv!("tiled_coop_vk_r2_lse_emu"),
-    ),
-];
-/// The backward passes (shaders/tiled_coop_vk_bwd.comp): (build, bwd_kv?) -> (tag, module).
 const BWD_SOURCE: &str = include_str!("../../shaders/tiled_coop_vk_bwd.comp");
-const BWD_MODULES: [(Build, bool, &str, &[u8]); 4] = [
-    (
-        Build::Device,
-        true,
-        "spirv-kv",
-        spirv!("tiled_coop_vk_bwd_kv"),
-    ),
-    (
-        Build::Device,
-        false,
-        "spirv-q",
-        spirv!("tiled_coop_vk_bwd_q"),
-    ),
-    (
-        Build::Emulated,
-        true,
-        "spirv-emu-kv",
-        spirv!("tiled_coop_vk_bwd_kv_emu"),
-    ),
-    (
-        Build::Emulated,
-        false,
-        "spirv-emu-q",
-        spirv!("tiled_coop_vk_bwd_q_emu"),
-    ),
-];
+const PROBE_SOURCE: &str = include_str!("../../shaders/coop_layout_probe.comp");
+include!(concat!(env!("OUT_DIR"), "/spirv_modules.rs"));
+
+/// The SPIR-V module build.rs compiled under `name` (its `modules`).
+fn spirv(name: &str) -> (&'static str, &'static [u8]) {
+    SPIRV_MODULES
+        .iter()
+        .find(|m| m.0 == name)
+        .copied()
+        .unwrap_or_else(|| panic!("build.rs compiles no SPIR-V module `{name}`"))
+}
+
+/// The name suffix of a build's modules.
+fn tail(build: Build) -> &'static str {
+    match build {
+        Build::Device => "",
+        Build::Emulated => "_emu",
+    }
+}
 /// Whether the variant's training plan uses this file's backward (shaders/tiled_coop_vk_bwd.comp,
 /// P and dS in registers) or `tiled-coop`'s WGSL one (kernels/tiled_coop_bwd.rs, measured on the
 /// H200): the WGSL one until this one is measured.
@@ -131,9 +65,6 @@ pub const GLSL_BACKWARD: bool = false;
 /// Workgroup storage of the backward passes: bwd_kv stages Q and dO (2 x 64 x (D + 8) f16) and
 /// the rows' L and D (2 x 64 f32); bwd_q stages K and V as the forward does.
 pub const BWD_STORAGE: u64 = STORAGE + 2 * 64 * 4;
-/// shaders/coop_layout_probe.comp as SPIR-V.
-pub const PROBE_SPIRV: &[u8] = spirv!("coop_layout_probe");
-const PROBE_SPIRV_EMU: &[u8] = spirv!("coop_layout_probe_emu");
 /// Workgroup storage the emulation adds (shaders/coopmat_emu.glsl's header): the operands of four
 /// subgroups' products and the shuffle slots, 2 x 4 x 256 + 128 f32.
 pub const EMU_STORAGE: u64 = (2 * 4 * 256 + 128) * 4;
@@ -147,14 +78,15 @@ pub enum Build {
     Emulated,
 }
 
-/// The kernel with `rows` 16-row tiles a subgroup (1 or 2): inference, or training (`lse`: also
-/// writes the row logsumexp L at binding 5).
-pub fn shader(lse: bool, build: Build, rows: u32) -> Shader {
-    let (tag, spirv) = MODULES
-        .iter()
-        .find(|m| m.0 == build && m.1 == rows && m.2 == lse)
-        .map(|m| (m.3, m.4))
-        .unwrap_or_else(|| panic!("tiled_coop_vk.comp is compiled for ROWS = 1 or 2, not {rows}"));
+/// The forward with `rows` 16-row tiles a subgroup (1 or 2): inference, or training (`lse`: also
+/// writes the row logsumexp L at binding 5), with a mask bias bound last where `mask`.
+pub fn shader(lse: bool, mask: bool, build: Build, rows: u32) -> Shader {
+    let (tag, spirv) = spirv(&format!(
+        "tiled_coop_vk_r{rows}{}{}{}",
+        if lse { "_lse" } else { "" },
+        if mask { "_mask" } else { "" },
+        tail(build)
+    ));
     Shader {
         file: "tiled_coop_vk.comp",
         source: SOURCE,
@@ -163,17 +95,19 @@ pub fn shader(lse: bool, build: Build, rows: u32) -> Shader {
     }
 }
 
-/// A backward pass: `kv` (dK, dV) or dQ.
-pub fn bwd_shader(kv: bool, build: Build) -> Shader {
-    let m = BWD_MODULES
-        .iter()
-        .find(|m| m.0 == build && m.1 == kv)
-        .expect("every (build, pass) is compiled");
+/// A backward pass: `kv` (dK, dV) or dQ, with a mask bias bound last where `mask`.
+pub fn bwd_shader(kv: bool, mask: bool, build: Build) -> Shader {
+    let (tag, spirv) = spirv(&format!(
+        "tiled_coop_vk_bwd_{}{}{}",
+        if kv { "kv" } else { "q" },
+        if mask { "_mask" } else { "" },
+        tail(build)
+    ));
     Shader {
         file: "tiled_coop_vk_bwd.comp",
         source: BWD_SOURCE,
-        tag: m.2,
-        spirv: m.3,
+        tag,
+        spirv,
     }
 }
 
@@ -258,9 +192,6 @@ fn check_problem(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), St
             p.head_dim
         ));
     }
-    if p.mask.bias.is_some() {
-        return Err("explicit masks / key padding are not implemented (causal is)".into());
-    }
     if p.dropout().is_some() {
         return Err("dropout is not implemented".into());
     }
@@ -283,8 +214,7 @@ pub fn attention(
     rows: u32,
 ) -> Result<Dispatch, String> {
     check_binding("Q ([B, H, N, D])", super::tiled_coop::input_bytes(p), caps)?;
-    debug_assert!(mask_slot(&super::tiled::fused_bindings(p)).is_none());
-    let shader = shader(p.backward, build, rows);
+    let shader = shader(p.backward, p.mask.bias.is_some(), build, rows);
     super::tiled::fused_dispatch(p, caps, shader, vec![], &tile(rows))
 }
 
@@ -294,7 +224,7 @@ const BWD_BLOCK: u64 = 64;
 
 /// `bwd_kv` (dK, dV; a workgroup per 64 keys of a K/V head, its group's query heads in turn) or
 /// `bwd_q` (dQ; a workgroup per 64 rows of a head), after `tiled_bwd::bwd_dot`. The caller has
-/// run [`check`] (f16, D = 64, no mask, no dropout) and [`check_backward`].
+/// run [`check`] (f16, D = 64, no dropout) and [`check_backward`].
 pub fn bwd_pass(
     p: &Problem,
     caps: &AdapterCaps,
@@ -368,7 +298,7 @@ pub fn bwd_pass(
         name: name.into(),
         phase: Phase::Backward,
         saved: vec![],
-        shader: bwd_shader(kv, build),
+        shader: bwd_shader(kv, p.mask.bias.is_some(), build),
         entry: "main",
         overrides: vec![],
         params: Params::of(p),
@@ -467,10 +397,7 @@ pub fn probe_plan(build: Build) -> Plan {
                     Build::Device => "spirv",
                     Build::Emulated => "spirv-emu",
                 },
-                spirv: match build {
-                    Build::Device => PROBE_SPIRV,
-                    Build::Emulated => PROBE_SPIRV_EMU,
-                },
+                spirv: spirv(&format!("coop_layout_probe{}", tail(build))).1,
             },
             entry: "main",
             overrides: vec![],

@@ -398,13 +398,13 @@ pub const VARIANTS: &[Variant] = &[
     Variant {
         id: VariantId::TiledCoopVk,
         name: "tiled-coop-vk",
-        summary: "Vulkan only: tiled-coop with the softmax in registers (S and P never in workgroup memory), a GLSL kernel (GL_KHR_cooperative_matrix) compiled to SPIR-V at build time and run through PASSTHROUGH_SHADERS; f16, D = 64, no mask bias or dropout",
+        summary: "Vulkan only: tiled-coop with the softmax in registers (S and P never in workgroup memory), a GLSL kernel (GL_KHR_cooperative_matrix) compiled to SPIR-V at build time and run through PASSTHROUGH_SHADERS; f16, D = 64, masks, no dropout",
         needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX.union(wgpu::Features::SUBGROUP),
         requires: Requirements {
             dtypes: &[DType::F16],
             f16_needs_shader_f16: true,
             bf16_needs_even_d: true,
-            masks: false,
+            masks: true,
         },
         fully_masked: Semantics::Zero,
         // Last until it has been measured against `tiled-coop` on a device (not yet: see
