@@ -14,12 +14,26 @@ struct Glsl {
 /// Every SPIR-V module, each kernel in two builds: on the device's cooperative matrices, and on
 /// shaders/coopmat_emu.glsl (EMULATE_COOPMAT = 1, name suffix `_emu`), which the tests run on
 /// lavapipe (src/kernels/tiled_coop_vk.rs, `Build::Emulated`).
-/// - tiled_coop_vk.comp `tiled_coop_vk_r{1,2}[_lse][_mask]`: one or two 16-row tiles a subgroup
-///   (ROWS), training (LSE: also writes L), a mask bias (MASK, bound after the plan's other
-///   buffers: binding 5, or 6 with L);
-/// - tiled_coop_vk_bwd.comp `tiled_coop_vk_bwd_{kv,q}[_mask]`: the backward passes (the mask at
-///   binding 9 for bwd_kv, 8 for bwd_q);
+/// - tiled_coop_vk.comp `tiled_coop_vk_r{1,2}[_lse][_mask][_drop]`: one or two 16-row tiles a
+///   subgroup (ROWS), training (LSE: also writes L), a mask bias (MASK, bound after the plan's
+///   other buffers: binding 5, or 6 with L), dropout (DROPOUT);
+/// - tiled_coop_vk_bwd.comp `tiled_coop_vk_bwd_{kv,q}[_mask][_drop]`: the backward passes (the
+///   mask at binding 9 for bwd_kv, 8 for bwd_q);
 /// - coop_layout_probe.comp `coop_layout_probe`.
+fn flag(on: bool, name: &'static str) -> &'static str {
+    if on {
+        name
+    } else {
+        ""
+    }
+}
+
+/// The name suffix of a module's mask and dropout options (src/kernels/tiled_coop_vk.rs
+/// `options` spells it the same way).
+fn options(mask: bool, dropout: bool) -> String {
+    format!("{}{}", flag(mask, "_mask"), flag(dropout, "_drop"))
+}
+
 fn modules() -> Vec<Glsl> {
     let mut all = Vec::new();
     for emu in [false, true] {
@@ -32,35 +46,35 @@ fn modules() -> Vec<Glsl> {
                 defines,
             }
         };
+        let opts = [(false, false), (true, false), (false, true), (true, true)];
         for rows in [1, 2] {
             for lse in [false, true] {
-                for mask in [false, true] {
+                for (mask, drop) in opts {
                     let name = format!(
                         "tiled_coop_vk_r{rows}{}{}",
-                        if lse { "_lse" } else { "" },
-                        if mask { "_mask" } else { "" }
+                        flag(lse, "_lse"),
+                        options(mask, drop)
                     );
                     let defines = vec![
                         ("ROWS", rows.to_string()),
                         ("LSE", (lse as u8).to_string()),
                         ("MASK", (mask as u8).to_string()),
                         ("MASK_BINDING", (5 + lse as u8).to_string()),
+                        ("DROPOUT", (drop as u8).to_string()),
                     ];
                     all.push(base("tiled_coop_vk.comp", name, defines));
                 }
             }
         }
         for kv in [true, false] {
-            for mask in [false, true] {
-                let name = format!(
-                    "tiled_coop_vk_bwd_{}{}",
-                    if kv { "kv" } else { "q" },
-                    if mask { "_mask" } else { "" }
-                );
+            for (mask, drop) in opts {
+                let pass = if kv { "kv" } else { "q" };
+                let name = format!("tiled_coop_vk_bwd_{pass}{}", options(mask, drop));
                 let defines = vec![
                     ("KV", (kv as u8).to_string()),
                     ("MASK", (mask as u8).to_string()),
                     ("MASK_BINDING", (if kv { 9 } else { 8 }).to_string()),
+                    ("DROPOUT", (drop as u8).to_string()),
                 ];
                 all.push(base("tiled_coop_vk_bwd.comp", name, defines));
             }

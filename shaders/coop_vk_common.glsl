@@ -84,6 +84,32 @@ float mask_bias(uint gh, uint i, uint j) {
 #define BIAS(gh, i, j) 0.0
 #endif
 
+// Dropout (DROPOUT = 1; src/dropout.rs, shaders/philox.wgsl): element (i, j) of global head g is
+// kept iff word i & 3 of Philox4x32-10(counter (i >> 2, j, g, 0), key (drop_key0, drop_key1)) is
+// at least drop_threshold; kept probabilities are multiplied by drop_scale. DROP(g, i, j) is that
+// factor; without dropout 1, and no Philox code in the module.
+#if DROPOUT
+uvec4 philox4x32_10(uvec4 c, uvec2 k) {
+    [[dont_unroll]] for (uint r = 0u; r < 10u; r++) {
+        if (r > 0u) {
+            k += uvec2(0x9E3779B9u, 0xBB67AE85u);
+        }
+        uint xh, xl, yh, yl;
+        umulExtended(0xD2511F53u, c.x, xh, xl);
+        umulExtended(0xCD9E8D57u, c.z, yh, yl);
+        c = uvec4(yh ^ c.y ^ k.x, yl, xh ^ c.w ^ k.y, xl);
+    }
+    return c;
+}
+float drop1(uint g, uint i, uint j) {
+    const uvec4 w = philox4x32_10(uvec4(i >> 2u, j, g, 0u), uvec2(params.drop_key0, params.drop_key1));
+    return w[i & 3u] >= params.drop_threshold ? params.drop_scale : 0.0;
+}
+#define DROP(g, i, j) drop1(g, i, j)
+#else
+#define DROP(g, i, j) 1.0
+#endif
+
 // The row and column of element i of this lane's fragment (the assumed layout above).
 uint frag_row(uint i) {
     return (LANE >> 2u) + 8u * ((i >> 1u) & 1u);

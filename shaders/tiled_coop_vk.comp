@@ -1,8 +1,7 @@
 // tiled_coop_vk.comp — the `tiled-coop-vk` kernel: FlashAttention-2's forward on cooperative
 // matrices with the softmax in registers. GLSL with GL_KHR_cooperative_matrix, compiled to SPIR-V
 // at build time (build.rs, glslang) and handed to Vulkan through wgpu's PASSTHROUGH_SHADERS:
-// Vulkan only, f16 Q/K/V/O, D = 64, no dropout (src/kernels/tiled_coop_vk.rs says why each is
-// refused).
+// Vulkan only, f16 Q/K/V/O, D = 64 (src/kernels/tiled_coop_vk.rs says why others are refused).
 //
 // Why GLSL: wgpu 30's WGSL cooperative matrices have no element access, so `tiled-coop` must send
 // every 16 x 16 score tile through workgroup memory to compute its row maxima and sums, and every P
@@ -21,7 +20,8 @@
 //      row tile;
 //   3. scale to base 2, mask (only blocks that cross the causal diagonal or the last key), row
 //      maxima by shuffles, the online-softmax rescale of the running sum and of O in registers;
-//   4. P = exp2(S - m) rounded to f16 into A matrices (FlashAttention's single f16 P);
+//   4. P = exp2(S - m) (times the dropout factor, which the row sum does not see) rounded to f16
+//      into A matrices (FlashAttention's single f16 P);
 //   5. O += P V over the four tiles of 16 keys.
 // Workgroup storage: K and V 2 x 64 x (64 + 8) f16 = 18432 bytes.
 #version 450
@@ -186,7 +186,7 @@ void main() {
                     const uint h = (i >> 1) & 1u;
                     const float p = exp2(s[rt][nt][i] - mu[h]);
                     l[rt][h] += p;
-                    pa[rt][nt][i] = float16_t(p);
+                    pa[rt][nt][i] = float16_t(p * DROP(head, rows[rt][h], j0 + 16u * nt + frag_col(i)));
                 }
             }
         }

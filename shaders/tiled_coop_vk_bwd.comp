@@ -4,8 +4,8 @@
 // follow `bwd_dot` (tiled_bwd_dot.wgsl: D = rowsum(dO ∘ O)) and recompute P = exp2(S - L) from Q,
 // K and the forward's row logsumexp L (base 2; +inf for a row with no allowed key). f16 in device
 // memory, f32 accumulators, P and dS rounded to one f16 each before their products (as
-// FlashAttention-2 rounds them). A mask bias where the problem has one (MASK); no dropout (the
-// variant refuses it).
+// FlashAttention-2 rounds them). A mask bias where the problem has one (MASK); dropout with the
+// forward's factors Z (coop_vk_common.glsl): dV += (P ∘ Z)ᵀ dO, dS = P ∘ (dP ∘ Z - D).
 //
 // Where tiled_coop_bwd_{kv,q}.wgsl must store every Sᵀ / dPᵀ tile to workgroup memory to reach its
 // elements and every P / dS tile back to feed the next product (WGSL's cooperative matrices have
@@ -19,7 +19,7 @@
 // each query head of the K/V head's group in turn. Per block (Q and dO staged, prefetched a block
 // ahead into registers, with the rows' L and D), per 16-row tile nt:
 //   Sᵀ = K Qᵀ, dPᵀ = V dOᵀ (16 keys x 16 rows); Pᵀ = exp2(Sᵀ scale log2 e - L) (0 where masked),
-//   dSᵀ = Pᵀ ∘ (dPᵀ - D) scale, both to f16 A matrices; dV += Pᵀ dO; dK += dSᵀ Q.
+//   (P ∘ Z)ᵀ and dSᵀ = Pᵀ ∘ (dPᵀ ∘ Z - D) scale to f16 A matrices; dV += (P ∘ Z)ᵀ dO; dK += dSᵀ Q.
 // bwd_q: a workgroup owns 64 query rows of one head (16 a subgroup; their Q and dO as four A
 // matrices each, dQ as four accumulators, L and D of the lane's two rows in registers) and walks
 // the key blocks of 64 up to the diagonal (K and V staged as in the forward). Per 16-key tile nt:
@@ -177,8 +177,9 @@ void main() {
                         x = ok ? x + BIAS(head, row, key) : ninf;
                     }
                     const float p = exp2(x - ls[rl]);
-                    pa[i] = float16_t(p);
-                    dsa[i] = float16_t(p * (dpt[i] - ds[rl]) * scale);
+                    const float z = DROP(head, i0 + rl, js + frag_row(i));
+                    pa[i] = float16_t(p * z);
+                    dsa[i] = float16_t(p * (dpt[i] * z - ds[rl]) * scale);
                 }
                 // 4. dV += Pᵀ dO, dK += dSᵀ Q (dO and Q rows 16nt .. read row-major).
                 [[unroll]] for (uint c = 0; c < 4; c++) {
@@ -284,7 +285,8 @@ void main() {
                     x = ok ? x + BIAS(head, row, key) : ninf;
                 }
                 const float p = exp2(x - lr[h]);
-                dsa[i] = float16_t(p * (dp[i] - dr[h]) * scale);
+                const float z = DROP(head, r0 + frag_row(i), j0 + 16u * nt + frag_col(i));
+                dsa[i] = float16_t(p * (dp[i] * z - dr[h]) * scale);
             }
             // 4. dQ += dS K (K rows 16nt .. read row-major).
             [[unroll]] for (uint c = 0; c < 4; c++) {

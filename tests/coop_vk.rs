@@ -149,6 +149,27 @@ fn a_mask_is_bound_where_its_kernels_read_it() {
 }
 
 #[test]
+fn dropout_plans_use_the_modules_with_philox_and_others_do_not() {
+    // P = 0 costs nothing: no Philox code in any kernel (README, Dropout). The SPIR-V keeps
+    // glslang's debug names, so the function's name tells whether it was compiled in.
+    let has_philox =
+        |s: &attn_wgpu::plan::Shader| s.spirv.windows(13).any(|w| w == b"philox4x32_10");
+    for dropout in [0.0, 0.2] {
+        let mut p = problem();
+        p.dropout = dropout;
+        p.backward = true;
+        let plan = variants::plan("tiled-coop-vk", &p, &h200()).unwrap();
+        let fwd = &plan.dispatches[0].shader;
+        assert_eq!(has_philox(fwd), dropout > 0.0, "{}", fwd.tag);
+        assert_eq!(fwd.tag.contains("_drop"), dropout > 0.0);
+        for kv in [true, false] {
+            let b = tiled_coop_vk::bwd_pass(&p, &h200(), Build::Device, kv).unwrap();
+            assert_eq!(has_philox(&b.shader), dropout > 0.0, "{}", b.shader.tag);
+        }
+    }
+}
+
+#[test]
 fn every_refusal_names_its_reason() {
     let p = problem();
     let mut c = h200();
@@ -176,9 +197,6 @@ fn every_refusal_names_its_reason() {
     let mut q = problem();
     q.dtype = DType::BF16;
     assert!(refusal(&q, &h200()).contains("bf16"));
-    let mut q = problem();
-    q.dropout = 0.1;
-    assert!(refusal(&q, &h200()).contains("dropout"));
 }
 
 /// What the probe writes: per lane the two lengths, then the (row, column) codes 16r + c of its 8
@@ -253,15 +271,15 @@ fn workgroup_memory_is_read_from_the_spirv() {
     // by the source).
     for rows in [1, 2] {
         for (build, bytes) in [(Build::Device, 18432), (Build::Emulated, 18432 + 8704)] {
-            let s = tiled_coop_vk::shader(false, false, build, rows);
+            let s = tiled_coop_vk::shader(&problem(), build, rows);
             assert_eq!(kernels::workgroup_bytes(&s, "main", &[]), Some(bytes));
             assert_eq!(tiled_coop_vk::storage(build), bytes);
         }
     }
     // The backward passes: Q, dO, L and D staged (bwd_kv), K and V (bwd_q).
     for (build, extra) in [(Build::Device, 0), (Build::Emulated, 8704)] {
-        let kv = tiled_coop_vk::bwd_shader(true, false, build);
-        let q = tiled_coop_vk::bwd_shader(false, false, build);
+        let kv = tiled_coop_vk::bwd_shader(&problem(), true, build);
+        let q = tiled_coop_vk::bwd_shader(&problem(), false, build);
         assert_eq!(
             kernels::workgroup_bytes(&kv, "main", &[]),
             Some(18944 + extra)
@@ -449,6 +467,26 @@ fn masks_pass_on_emulated_matrices_forward_and_backward() {
             }
             if !backward {
                 emulated_passes_on(&p, &x, 2);
+            }
+        }
+    }
+}
+
+#[test]
+fn dropout_passes_on_emulated_matrices_forward_and_backward() {
+    // The keep decisions are src/dropout.rs's Philox stream, which the f64 reference applies too:
+    // a kernel that drops other elements, or scales them otherwise, fails. Causal with GQA, and
+    // N != M without causal, with a mask; forward (ROWS 1 and 2) and the training step.
+    for (n, m, causal, kv) in [(96, 96, true, 2), (70, 90, false, 4)] {
+        for backward in [false, true] {
+            let mut p = f16(2, 4, n, causal);
+            p.kv_seq = m;
+            p.kv_heads = kv;
+            p.dropout = 0.3;
+            p.backward = backward;
+            emulated_passes_with(&p, 1);
+            if !backward {
+                emulated_passes_with(&p, 2);
             }
         }
     }

@@ -3,8 +3,8 @@
 //! by build.rs (glslang) and handed to Vulkan through wgpu's `PASSTHROUGH_SHADERS`. Vulkan only,
 //! f16, D = 64, causal or not, grouped-query attention, training (it writes L for
 //! kernels/tiled_coop_bwd.rs, or, with [`GLSL_BACKWARD`], for this file's own backward passes,
-//! shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`]), mask bias (bool / float masks, key padding);
-//! no dropout.
+//! shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`]), mask bias (bool / float masks, key padding),
+//! dropout.
 //!
 //! wgpu 30's WGSL cooperative matrices have no element access, which is why `tiled-coop` sends
 //! every score and probability tile through workgroup memory (README, the walls). GLSL's
@@ -78,13 +78,23 @@ pub enum Build {
     Emulated,
 }
 
-/// The forward with `rows` 16-row tiles a subgroup (1 or 2): inference, or training (`lse`: also
-/// writes the row logsumexp L at binding 5), with a mask bias bound last where `mask`.
-pub fn shader(lse: bool, mask: bool, build: Build, rows: u32) -> Shader {
+/// The name suffix of a module's options (build.rs `options`): a mask bias bound last, dropout.
+fn options(p: &Problem) -> String {
+    format!(
+        "{}{}",
+        if p.mask.bias.is_some() { "_mask" } else { "" },
+        if p.dropout().is_some() { "_drop" } else { "" }
+    )
+}
+
+/// The forward for `p` with `rows` 16-row tiles a subgroup (1 or 2): inference, or training (also
+/// writes the row logsumexp L at binding 5), with a mask bias bound last and dropout where `p`
+/// has them.
+pub fn shader(p: &Problem, build: Build, rows: u32) -> Shader {
     let (tag, spirv) = spirv(&format!(
         "tiled_coop_vk_r{rows}{}{}{}",
-        if lse { "_lse" } else { "" },
-        if mask { "_mask" } else { "" },
+        if p.backward { "_lse" } else { "" },
+        options(p),
         tail(build)
     ));
     Shader {
@@ -95,12 +105,13 @@ pub fn shader(lse: bool, mask: bool, build: Build, rows: u32) -> Shader {
     }
 }
 
-/// A backward pass: `kv` (dK, dV) or dQ, with a mask bias bound last where `mask`.
-pub fn bwd_shader(kv: bool, mask: bool, build: Build) -> Shader {
+/// A backward pass for `p`: `kv` (dK, dV) or dQ, with a mask bias bound last and dropout where
+/// `p` has them.
+pub fn bwd_shader(p: &Problem, kv: bool, build: Build) -> Shader {
     let (tag, spirv) = spirv(&format!(
         "tiled_coop_vk_bwd_{}{}{}",
         if kv { "kv" } else { "q" },
-        if mask { "_mask" } else { "" },
+        options(p),
         tail(build)
     ));
     Shader {
@@ -192,9 +203,6 @@ fn check_problem(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), St
             p.head_dim
         ));
     }
-    if p.dropout().is_some() {
-        return Err("dropout is not implemented".into());
-    }
     let storage = storage(build);
     if storage > caps.max_workgroup_storage as u64 {
         return Err(format!(
@@ -214,7 +222,7 @@ pub fn attention(
     rows: u32,
 ) -> Result<Dispatch, String> {
     check_binding("Q ([B, H, N, D])", super::tiled_coop::input_bytes(p), caps)?;
-    let shader = shader(p.backward, p.mask.bias.is_some(), build, rows);
+    let shader = shader(p, build, rows);
     super::tiled::fused_dispatch(p, caps, shader, vec![], &tile(rows))
 }
 
@@ -224,7 +232,7 @@ const BWD_BLOCK: u64 = 64;
 
 /// `bwd_kv` (dK, dV; a workgroup per 64 keys of a K/V head, its group's query heads in turn) or
 /// `bwd_q` (dQ; a workgroup per 64 rows of a head), after `tiled_bwd::bwd_dot`. The caller has
-/// run [`check`] (f16, D = 64, no dropout) and [`check_backward`].
+/// run [`check`] (f16, D = 64) and [`check_backward`].
 pub fn bwd_pass(
     p: &Problem,
     caps: &AdapterCaps,
@@ -298,7 +306,7 @@ pub fn bwd_pass(
         name: name.into(),
         phase: Phase::Backward,
         saved: vec![],
-        shader: bwd_shader(kv, p.mask.bias.is_some(), build),
+        shader: bwd_shader(p, kv, build),
         entry: "main",
         overrides: vec![],
         params: Params::of(p),

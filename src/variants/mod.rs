@@ -398,7 +398,7 @@ pub const VARIANTS: &[Variant] = &[
     Variant {
         id: VariantId::TiledCoopVk,
         name: "tiled-coop-vk",
-        summary: "Vulkan only: tiled-coop with the softmax in registers (S and P never in workgroup memory), a GLSL kernel (GL_KHR_cooperative_matrix) compiled to SPIR-V at build time and run through PASSTHROUGH_SHADERS; f16, D = 64, masks, no dropout",
+        summary: "Vulkan only: tiled-coop with the softmax in registers (S and P never in workgroup memory), a GLSL kernel (GL_KHR_cooperative_matrix) compiled to SPIR-V at build time and run through PASSTHROUGH_SHADERS; f16, D = 64, masks, dropout",
         needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX.union(wgpu::Features::SUBGROUP),
         requires: Requirements {
             dtypes: &[DType::F16],
