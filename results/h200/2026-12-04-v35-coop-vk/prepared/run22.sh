@@ -37,6 +37,9 @@ step /tmp/K run $V --batch 2 --heads 8 --seq 900 --kv-seq 300 --causal bottom-ri
 step /tmp/K run $V --batch 1 --heads 4 --seq 1 --kv-seq 77 --reps 5 --no-causal
 step /tmp/K run $V --batch 2 --heads 4 --seq 128 --reps 3 --backward
 step /tmp/K run $V --batch 8 --heads 16 --seq 1024 --reps 3 --backward
+# (stop 29) key padding and dropout, forward and training.
+step /tmp/K run $V --batch 2 --heads 8 --seq 300 --key-padding 300,117 --reps 3
+step /tmp/K run $V --batch 2 --heads 8 --seq 300 --key-padding 0,117 --dropout 0.2 --reps 3 --backward
 echo "## R (ROWS = 2)" >> $C
 step /tmp/R run $V --batch 8 --heads 16 --seq 1024 --reps 5
 step /tmp/R run $V --batch 3 --heads 5 --seq 77 --reps 5 --no-causal

@@ -23,6 +23,7 @@ step /tmp/G run $V --batch 3 --heads 5 --seq 77 --reps 3 --no-causal
 step /tmp/G run $V --batch 2 --heads 16 --kv-heads 4 --seq 700 --kv-seq 900 --causal bottom-right --reps 3
 step /tmp/G run $V --batch 2 --heads 8 --seq 900 --kv-seq 300 --causal bottom-right --reps 3
 step /tmp/G run $V --batch 1 --heads 4 --seq 1 --kv-seq 77 --reps 3 --no-causal
+step /tmp/G run $V --batch 2 --heads 8 --seq 300 --key-padding 0,117 --dropout 0.2 --reps 3
 # 2. A/B, two rounds: per-dispatch backward times (bwd_dot, bwd_kv, bwd_q) and the step.
 SEED="--batch 8 --heads 16 --head-dim 64 --dtype f16 --backward --verbose"
 for r in 1 2; do
