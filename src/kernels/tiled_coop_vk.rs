@@ -42,6 +42,11 @@ const BWD_SOURCE: &str = include_str!("../../shaders/tiled_coop_vk_bwd.comp");
 const PROBE_SOURCE: &str = include_str!("../../shaders/coop_layout_probe.comp");
 include!(concat!(env!("OUT_DIR"), "/spirv_modules.rs"));
 
+/// Every SPIR-V module build.rs compiled, with its name: both builds of every kernel and option.
+pub fn spirv_modules() -> &'static [(&'static str, &'static [u8])] {
+    SPIRV_MODULES
+}
+
 /// The SPIR-V module build.rs compiled under `name` (its `modules`).
 fn spirv(name: &str) -> (&'static str, &'static [u8]) {
     SPIRV_MODULES
