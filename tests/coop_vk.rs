@@ -555,6 +555,52 @@ fn dropout_passes_on_emulated_matrices_forward_and_backward() {
     }
 }
 
+#[test]
+fn random_cases_pass_on_emulated_matrices() {
+    // Shapes the hand-picked tests do not: one key, one row, N and M just past a block, with a
+    // random mask (or none), causal alignment, GQA, dropout, ROWS, forward or the training step.
+    use attn_wgpu::mask::normalize;
+    use attn_wgpu::problem::Convention;
+    use common::pick;
+    use rand_core::{RngCore, SeedableRng};
+    let mut rng = rand_pcg::Pcg32::seed_from_u64(2029);
+    for _ in 0..16 {
+        let heads = pick(&mut rng, &[1u32, 2, 4]);
+        let mut p = f16(
+            pick(&mut rng, &[1u32, 2]),
+            heads,
+            pick(&mut rng, &[1u32, 5, 17, 64, 65, 100]),
+            rng.next_u32() & 1 == 0,
+        );
+        p.kv_seq = pick(&mut rng, &[1u32, 3, 17, 64, 65, 90]);
+        p.kv_heads = pick(&mut rng, &[1, heads]);
+        p.causal_align = pick(&mut rng, &[CausalAlign::TopLeft, CausalAlign::BottomRight]);
+        p.dropout = pick(&mut rng, &[0.0, 0.0, 0.25]);
+        p.backward = rng.next_u32() % 3 == 0;
+        let rows = pick(&mut rng, &[1u32, 2]);
+        let mut x = Inputs::generate(&p);
+        let kind = pick(&mut rng, &["none", "bool", "float", "padding"]);
+        let user = match kind {
+            "bool" => Some(common::random_mask(&mut rng, &p, false)),
+            "float" => Some(common::random_mask(&mut rng, &p, true)),
+            _ => None,
+        };
+        let pad: Option<Vec<u32>> = (kind == "padding").then(|| {
+            (0..p.batch)
+                .map(|_| rng.next_u32() % (p.kv_seq + 1))
+                .collect()
+        });
+        let conv = pick(&mut rng, &[Convention::Sdpa, Convention::Mha]);
+        normalize(&mut p, &mut x, user.as_ref(), conv, pad.as_deref()).unwrap();
+        eprintln!(
+            "ROWS = {rows} {} mask={kind} backward={}",
+            p.shape_string(),
+            p.backward
+        );
+        emulated_passes_on(&p, &x, rows);
+    }
+}
+
 /// The row logsumexp L (base 2: log2 of the sum of 2^(scale log2(e) q·k) over the allowed keys,
 /// +inf for a row with none) the training forward of the emulated kernel writes, against f64.
 /// (On the device, `--backward` checks L through dQ, dK, dV; no backward that reads it runs on
