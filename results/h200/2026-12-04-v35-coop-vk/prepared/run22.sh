@@ -13,12 +13,18 @@
 # question is whether the driver keeps ~180 registers without spilling). Both ROWS builds pass
 # against f64 on emulated cooperative matrices (tests/coop_vk.rs); prediction: 10-25 % faster
 # than ROWS = 1 if it does not spill (half the K/V matrix loads from shared memory per FLOP).
-#   bash results/h200/2026-12-04-v35-coop-vk/prepared/run22.sh $OUT/vk    (~5 min: timeout_s 450)
+# Stop 29 also added U = T with the device modules through spirv-opt (U.diff: build.rs runs
+# SPIRV-Tools 2025.5's optimizer, loops unrolled and arrays of matrices scalarized): glslang
+# leaves the [[unroll]] loops as loops with an Unroll hint and the matrix arrays dynamically
+# indexed; WGSL tiled-coop was 44 % slower with arrays of matrices. If the driver unrolls and
+# promotes them itself U = T; if not, U is the faster one and main needs the unrolling.
+#   bash results/h200/2026-12-04-v35-coop-vk/prepared/run22.sh $OUT/vk    (~6 min: timeout_s 500)
 set -u
 OUT=${1:?}; mkdir -p $OUT; L=$OUT/vk.txt; C=$OUT/checks.txt
 source bench/h200_env.sh
 gunzip -c .exp/T.gz > /tmp/K; chmod +x /tmp/K
 gunzip -c .exp/R2.gz > /tmp/R; chmod +x /tmp/R
+gunzip -c .exp/U.gz > /tmp/U; chmod +x /tmp/U
 # 1. What the probe saw (adapter.caps.coop_layout), and the plan's verdict on a small problem.
 #    (`--variant all`: a refused single variant writes no JSON; all writes one with its reason.)
 timeout 90 /tmp/K run --variant all --batch 1 --heads 4 --seq 128 --head-dim 64 \
@@ -40,6 +46,9 @@ step /tmp/K run $V --batch 8 --heads 16 --seq 1024 --reps 3 --backward
 # (stop 29) key padding and dropout, forward and training.
 step /tmp/K run $V --batch 2 --heads 8 --seq 300 --key-padding 300,117 --reps 3
 step /tmp/K run $V --batch 2 --heads 8 --seq 300 --key-padding 0,117 --dropout 0.2 --reps 3 --backward
+echo "## U (spirv-opt)" >> $C
+step /tmp/U run $V --batch 8 --heads 16 --seq 1024 --reps 5
+step /tmp/U run $V --batch 2 --heads 16 --kv-heads 4 --seq 700 --kv-seq 900 --causal bottom-right --reps 5
 echo "## R (ROWS = 2)" >> $C
 step /tmp/R run $V --batch 8 --heads 16 --seq 1024 --reps 5
 step /tmp/R run $V --batch 3 --heads 5 --seq 77 --reps 5 --no-causal
@@ -52,7 +61,7 @@ SEED="--batch 8 --heads 16 --head-dim 64 --dtype f16"
 /tmp/K run --variant tiled --batch 8 --heads 16 --seq 1024 --reps 50 --warmup 20 > /dev/null 2>&1
 for r in 1 2; do
   echo "## round $r N1024 / N4096" >> $L
-  for bv in K:tiled-coop K:tiled-coop-vk R:tiled-coop-vk; do
+  for bv in K:tiled-coop K:tiled-coop-vk U:tiled-coop-vk R:tiled-coop-vk; do
     b=/tmp/${bv%%:*}; v=${bv#*:}; echo "# binary $b" >> $L
     timeout 40 $b run $SEED --variant $v --seq 1024 --reps 20 2>&1 | grep -E "^tiled|rror" | cut -c1-120 >> $L
     timeout 60 $b run $SEED --variant $v --seq 4096 --reps 10 2>&1 | grep -E "^tiled|rror" | cut -c1-120 >> $L
