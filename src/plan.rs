@@ -43,6 +43,17 @@ impl Shader {
         !self.spirv.is_empty()
     }
 
+    /// What names this kernel in caches: sources (composed ones are leaked) and SPIR-V live for
+    /// the whole process, so their addresses and the source's length do; one GLSL source has
+    /// several SPIR-V builds, hence the SPIR-V's address too.
+    pub fn identity(&self) -> (usize, usize, usize) {
+        (
+            self.source.as_ptr() as usize,
+            self.source.len(),
+            self.spirv.as_ptr() as usize,
+        )
+    }
+
     /// What reports print: `qk.wgsl` or `qk.wgsl[f16+mask]`.
     pub fn label(&self) -> String {
         if self.tag.is_empty() {

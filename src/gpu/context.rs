@@ -442,24 +442,11 @@ impl Gpu {
     /// The cooperative-matrix element layout: probed (one 32-invocation dispatch) where the
     /// `tiled-coop-vk` kernel could run, else why not.
     fn coop_layout(&self) -> CoopLayout {
-        let c = &self.caps;
-        let why = if c.backend != "vulkan" {
-            "not a Vulkan device"
-        } else if !c.cooperative_matrix {
-            "no cooperative matrices on this device"
-        } else if !c.passthrough {
-            "PASSTHROUGH_SHADERS not requested or not offered"
-        } else if !c.f16 || !c.subgroups {
-            "SHADER_F16 and SUBGROUP are needed"
-        } else if c.subgroup_min_size != 32 || c.subgroup_max_size != 32 {
-            "subgroups are not 32 wide"
-        } else {
-            return crate::kernels::tiled_coop_vk::probe(
-                self,
-                crate::kernels::tiled_coop_vk::Build::Device,
-            );
-        };
-        CoopLayout::NotProbed(why.into())
+        use crate::kernels::tiled_coop_vk;
+        match tiled_coop_vk::device_check(&self.caps) {
+            Ok(()) => tiled_coop_vk::probe(self, tiled_coop_vk::Build::Device),
+            Err(why) => CoopLayout::NotProbed(why),
+        }
     }
 
     /// Runs `f` inside validation and out-of-memory error scopes; any error becomes `Error::Gpu`

@@ -364,13 +364,11 @@ pub fn workgroup_bytes(
     overrides: &[(String, f64)],
 ) -> Option<u64> {
     // Parsed once per kernel configuration: `sweep` and `tune` summarize the same kernels many
-    // times. Sources and SPIR-V are `&'static`, so their addresses name them (one GLSL source
-    // has several SPIR-V builds).
-    type Key = (usize, usize, String, Vec<(String, u64)>);
+    // times.
+    type Key = ((usize, usize, usize), String, Vec<(String, u64)>);
     static SEEN: Mutex<Option<HashMap<Key, Option<u64>>>> = Mutex::new(None);
     let key: Key = (
-        shader.source.as_ptr() as usize,
-        shader.spirv.as_ptr() as usize,
+        shader.identity(),
         entry.to_string(),
         overrides
             .iter()

@@ -127,11 +127,16 @@ pub fn bwd_shader(p: &Problem, kv: bool, build: Build) -> Shader {
     }
 }
 
-/// Workgroup storage a workgroup of `build` declares.
+/// Workgroup storage a workgroup of the forward of `build` declares.
 pub fn storage(build: Build) -> u64 {
+    STORAGE + emulation_bytes(build)
+}
+
+/// What `build` adds to a kernel's workgroup storage: the emulation's exchange slots.
+fn emulation_bytes(build: Build) -> u64 {
     match build {
-        Build::Device => STORAGE,
-        Build::Emulated => STORAGE + EMU_STORAGE,
+        Build::Device => 0,
+        Build::Emulated => EMU_STORAGE,
     }
 }
 
@@ -148,6 +153,18 @@ pub fn tile(rows: u32) -> TileConfig {
 
 /// Why this problem cannot run on this adapter, if it cannot: everything the kernel does not do.
 pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
+    match build {
+        Build::Emulated => passthrough_check(caps)?,
+        Build::Device => {
+            device_check(caps)?;
+            layout_check(caps)?;
+        }
+    }
+    check_problem(p, caps, build)
+}
+
+/// What any build needs: SPIR-V handed to a Vulkan driver, f16.
+fn passthrough_check(caps: &AdapterCaps) -> Result<(), String> {
     if caps.backend != "vulkan" {
         return Err(format!(
             "a SPIR-V kernel (GLSL compiled at build time) runs on Vulkan only, not on {}",
@@ -161,22 +178,31 @@ pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String
                 .into(),
         );
     }
-    if build == Build::Emulated {
-        if !caps.f16 {
-            return Err("the device lacks Features::SHADER_F16".into());
-        }
-        return check_problem(p, caps, build);
+    if !caps.f16 {
+        return Err("the device lacks Features::SHADER_F16".into());
     }
+    Ok(())
+}
+
+/// What the device build needs but its element layout, which the probe finds on such a device
+/// (`Gpu::open` probes where this passes): cooperative matrices and 32-wide subgroups.
+pub fn device_check(caps: &AdapterCaps) -> Result<(), String> {
+    passthrough_check(caps)?;
     if !caps.cooperative_matrix {
         return Err("the device lacks Features::EXPERIMENTAL_COOPERATIVE_MATRIX".into());
     }
-    if caps.subgroup_min_size != 32 || caps.subgroup_max_size != 32 {
+    if !caps.subgroups || caps.subgroup_min_size != 32 || caps.subgroup_max_size != 32 {
         return Err(format!(
             "the kernel's layout is that of a 32-wide subgroup; this adapter's subgroups are \
              {}..{} wide",
             caps.subgroup_min_size, caps.subgroup_max_size
         ));
     }
+    Ok(())
+}
+
+/// The probed layout is the one the kernels assume.
+fn layout_check(caps: &AdapterCaps) -> Result<(), String> {
     match &caps.coop_layout {
         CoopLayout::Mma16816 => {}
         CoopLayout::NotProbed(why) => {
@@ -191,7 +217,7 @@ pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String
             ))
         }
     }
-    check_problem(p, caps, build)
+    Ok(())
 }
 
 /// What the kernel does not do, whichever build.
@@ -326,12 +352,7 @@ pub fn bwd_pass(
 
 /// Why the backward passes cannot run here, if they cannot (beyond [`check`]).
 pub fn check_backward(caps: &AdapterCaps, build: Build) -> Result<(), String> {
-    let need = BWD_STORAGE
-        + if build == Build::Emulated {
-            EMU_STORAGE
-        } else {
-            0
-        };
+    let need = BWD_STORAGE + emulation_bytes(build);
     if need > caps.max_workgroup_storage as u64 {
         return Err(format!(
             "the backward (tiled_coop_vk_bwd.comp) needs {need} bytes of workgroup storage, this \

@@ -282,6 +282,15 @@ const STORED_IN_DTYPE: Requirements = Requirements {
     masks: true,
 };
 
+/// The requirements of the cooperative-matrix kernels (`tiled-coop`, `tiled-coop-vk`): f16 Q/K/V/O
+/// as WGSL or GLSL `f16` (SHADER_F16), masks.
+const F16_MATRICES: Requirements = Requirements {
+    dtypes: &[DType::F16],
+    f16_needs_shader_f16: true,
+    bf16_needs_even_d: true,
+    masks: true,
+};
+
 /// Why `tiled-coop-vk` is claimed on Vulkan only.
 const VK_ONLY: &str =
     "its kernel is SPIR-V compiled from GLSL at build time (shaders/tiled_coop_vk.comp), \
@@ -380,12 +389,7 @@ pub const VARIANTS: &[Variant] = &[
         needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
             .union(wgpu::Features::SUBGROUP)
             .union(wgpu::Features::SUBGROUP_BARRIER),
-        requires: Requirements {
-            dtypes: &[DType::F16],
-            f16_needs_shader_f16: true,
-            bf16_needs_even_d: true,
-            masks: true,
-        },
+        requires: F16_MATRICES,
         fully_masked: Semantics::Zero,
         // First where it runs: on the H200 it passes every validation run and is 5x faster than
         // `tiled` at f16 (results/h200/2026-12-02-v5).
@@ -400,12 +404,7 @@ pub const VARIANTS: &[Variant] = &[
         name: "tiled-coop-vk",
         summary: "Vulkan only: tiled-coop with the softmax in registers (S and P never in workgroup memory), a GLSL kernel (GL_KHR_cooperative_matrix) compiled to SPIR-V at build time and run through PASSTHROUGH_SHADERS; f16, D = 64, masks, dropout",
         needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX.union(wgpu::Features::SUBGROUP),
-        requires: Requirements {
-            dtypes: &[DType::F16],
-            f16_needs_shader_f16: true,
-            bf16_needs_even_d: true,
-            masks: true,
-        },
+        requires: F16_MATRICES,
         fully_masked: Semantics::Zero,
         // Last until it has been measured against `tiled-coop` on a device (not yet: see
         // kernels/tiled_coop_vk.rs); `--variant tiled-coop-vk` runs it.

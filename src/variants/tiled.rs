@@ -6,6 +6,7 @@
 use crate::gpu::AdapterCaps;
 pub use crate::kernels::tiled::{all_choices, candidates, choose, config_for, default_choice, BC};
 use crate::kernels::tiled::{attention, Reduce};
+use crate::kernels::tiled_coop_vk::{self, Build};
 use crate::kernels::{buf, check_binding, tiled_bwd, tiled_coop, tiled_coop_bwd};
 use crate::plan::{save, Dispatch, Plan, Role};
 use crate::problem::Problem;
@@ -105,8 +106,7 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
 /// `tiled-coop-vk`: kernels/tiled_coop_vk.rs (the SPIR-V kernel with the softmax in registers),
 /// whose training forward writes L for tiled-coop's backward.
 pub fn build_coop_vk(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
-    use crate::kernels::tiled_coop_vk::{Build, ROWS};
-    coop_vk_plan(p, caps, Build::Device, ROWS)
+    coop_vk_plan(p, caps, Build::Device, tiled_coop_vk::ROWS)
 }
 
 /// `tiled-coop-vk`'s kernels built on shaders/coopmat_emu.glsl: not a variant (it measures
@@ -115,21 +115,10 @@ pub fn build_coop_vk(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
 /// emulated too.
 /// `rows`: the kernel's ROWS (1 or 2 16-row tiles a subgroup).
 pub fn build_coop_vk_emulated(p: &Problem, caps: &AdapterCaps, rows: u32) -> Result<Plan, String> {
-    coop_vk_plan(
-        p,
-        caps,
-        crate::kernels::tiled_coop_vk::Build::Emulated,
-        rows,
-    )
+    coop_vk_plan(p, caps, Build::Emulated, rows)
 }
 
-fn coop_vk_plan(
-    p: &Problem,
-    caps: &AdapterCaps,
-    build: crate::kernels::tiled_coop_vk::Build,
-    rows: u32,
-) -> Result<Plan, String> {
-    use crate::kernels::tiled_coop_vk::{self, Build};
+fn coop_vk_plan(p: &Problem, caps: &AdapterCaps, build: Build, rows: u32) -> Result<Plan, String> {
     tiled_coop_vk::check(p, caps, build)?;
     let d = tiled_coop_vk::attention(p, caps, build, rows)?;
     let mut plan = fused_plan(
@@ -159,7 +148,7 @@ enum Backward {
     /// kernels/tiled_coop_bwd.rs (f16, cooperative matrices).
     Coop,
     /// kernels/tiled_coop_vk.rs's passes (f16, SPIR-V, P and dS in registers), of this build.
-    CoopVk(crate::kernels::tiled_coop_vk::Build),
+    CoopVk(Build),
 }
 
 /// In training mode (`--backward`), FlashAttention-2's backward after the forward (which then
@@ -179,7 +168,7 @@ fn training(
     match bwd {
         Backward::Tiled => tiled_bwd::check(p, caps)?,
         Backward::Coop => tiled_coop_bwd::check(p, caps)?,
-        Backward::CoopVk(build) => crate::kernels::tiled_coop_vk::check_backward(caps, build)?,
+        Backward::CoopVk(build) => tiled_coop_vk::check_backward(caps, build)?,
     }
     let rows = p.bh() * p.seq as u64 * 4;
     // `split-kv` keeps L in inference too (its combine writes it).
@@ -218,8 +207,8 @@ fn training(
             tiled_coop_bwd::bwd_q(p, caps)?,
         ),
         Backward::CoopVk(build) => (
-            crate::kernels::tiled_coop_vk::bwd_pass(p, caps, build, true)?,
-            crate::kernels::tiled_coop_vk::bwd_pass(p, caps, build, false)?,
+            tiled_coop_vk::bwd_pass(p, caps, build, true)?,
+            tiled_coop_vk::bwd_pass(p, caps, build, false)?,
         ),
     };
     plan.dispatches.push(kv.backward("bwd_kv", inputs.clone()));

@@ -12,20 +12,14 @@ use super::{CompileSample, Runner};
 use crate::plan::{Access, Dispatch, Shader};
 use crate::Result;
 
-/// Composed shader sources live for the whole process (see `kernels::compose`), so a source is
-/// identified by its address and length; a GLSL source has several SPIR-V builds (with and
-/// without L, emulated), each `&'static` too, so the SPIR-V's address is part of the key.
+/// A kernel's [`Shader::identity`].
 pub(super) type SourceKey = (usize, usize, usize);
 /// The storage bindings' access, in binding order: what a layout is made of.
 pub(super) type LayoutKey = Vec<Access>;
 pub(super) type PipelineKey = (SourceKey, &'static str, Vec<(String, u64)>, LayoutKey);
 
 pub(super) fn source_key(s: &Shader) -> SourceKey {
-    (
-        s.source.as_ptr() as usize,
-        s.source.len(),
-        s.spirv.as_ptr() as usize,
-    )
+    s.identity()
 }
 
 /// The layout entries of a dispatch: the uniform at 0, then one storage buffer per binding.

@@ -15,20 +15,19 @@ impl Gpu {
     /// Reads the first `bytes` bytes of `src`, which needs COPY_SRC (a copy to a mappable buffer,
     /// map, wait).
     pub fn read_back(&self, src: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
-        let gpu = self;
         let size = bytes
             .next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
             .min(src.size());
-        let staging = gpu.scoped("reading the output back", || {
-            let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        let staging = self.scoped("reading the output back", || {
+            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("readback"),
                 size,
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             });
-            let mut enc = gpu.device.create_command_encoder(&Default::default());
+            let mut enc = self.device.create_command_encoder(&Default::default());
             enc.copy_buffer_to_buffer(src, 0, &staging, 0, size);
-            gpu.queue.submit([enc.finish()]);
+            self.queue.submit([enc.finish()]);
             staging
         })?;
         let slice = staging.slice(..);
@@ -36,7 +35,7 @@ impl Gpu {
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        gpu.wait("mapping the output")?;
+        self.wait("mapping the output")?;
         match rx.recv() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
