@@ -1,6 +1,7 @@
 // coop_layout_probe.comp — which elements of a 16 x 16 cooperative matrix each invocation of a
 // 32-wide subgroup holds, for the f32 accumulator and the f16 A operand: the layout that
-// tiled_coop_vk.comp assumes and src/kernels/tiled_coop_vk.rs checks before it offers the variant.
+// tiled_coop_vk.comp assumes (coop_layout.glsl) and src/kernels/tiled_coop_vk.rs checks before it
+// offers the variant.
 // The matrices are loaded from a row-major index table (element (r, c) = 16r + c, exact in f16),
 // so each element read back names its own coordinates. Lane l writes 18 floats at 18l: the two
 // `length()`s, then up to 8 accumulator elements and up to 8 A elements (-1 past the length).

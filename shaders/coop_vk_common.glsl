@@ -3,14 +3,7 @@
 // head dimension, the matrix types (or, with EMULATE_COOPMAT = 1, coopmat_emu.glsl's emulation)
 // and the element layout the kernels assume.
 //
-// The layout: GL_KHR_cooperative_matrix gives each invocation its elements of a matrix (`s[i]`,
-// `length()`) but not their coordinates, which are the driver's. The kernels assume NVIDIA's
-// mma.sync.m16n8k16 fragments, which the host checks on the device before it offers them
-// (coop_layout_probe.comp, src/kernels/tiled_coop_vk.rs `assumed`): lane l = 4g + t holds, for
-// element i of a 16 x 16 matrix (f32 accumulator and f16 A operand alike),
-//     row = g + 8 ((i >> 1) & 1),   column = 2t + (i & 1) + 8 (i >> 2).
-// So the four lanes 4g .. 4g + 3 share rows g and g + 8 (row reductions are two shuffles), and an
-// accumulator element is the A operand element of the same index (P or dS in registers).
+// The element layout the kernels assume (frag_row, frag_col, frag_half, A_OF): coop_layout.glsl.
 #if EMULATE_COOPMAT
 #else
 #extension GL_KHR_cooperative_matrix : require
@@ -110,10 +103,4 @@ float drop1(uint g, uint i, uint j) {
 #define DROP(g, i, j) 1.0
 #endif
 
-// The row and column of element i of this lane's fragment (the assumed layout above).
-uint frag_row(uint i) {
-    return (LANE >> 2u) + 8u * ((i >> 1u) & 1u);
-}
-uint frag_col(uint i) {
-    return 2u * (LANE & 3u) + (i & 1u) + 8u * (i >> 2u);
-}
+#include "coop_layout.glsl"

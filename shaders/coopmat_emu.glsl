@@ -7,9 +7,9 @@
 // What is emulated, and how:
 // - A 16 x 16 matrix is an array of 8 elements an invocation: float[8] for the f32 accumulator,
 //   float16_t[8] for the f16 A and B operands. Element i of lane l of a 32-wide "subgroup" is at
-//   the coordinates the kernel assumes (NVIDIA's mma.m16n8k16; src/kernels/tiled_coop_vk.rs
-//   `assumed`): row g + 8((i >> 1) & 1), column 2t + (i & 1) + 8(i >> 2), l = 4g + t. The
-//   emulation cannot test that assumption (it makes it true); the device's probe does.
+//   the coordinates the kernels assume (coop_layout.glsl: the accumulator's, and the A operand's
+//   through A_OF). The emulation cannot test that assumption (it makes it true); the device's
+//   probe does.
 // - The "subgroup" is 32 consecutive invocations of the workgroup (lane = index & 31), whatever
 //   the device's own subgroup size (lavapipe: 8).
 // - coopMatLoad reads each element from its coordinates (row- or column-major, element offset and
@@ -35,12 +35,13 @@
 #define SHUFFLE_XOR emu_shuffle_xor
 #define SKIP_BLOCK_IF(c)
 
-// The (row, column) of element i of this lane.
-uvec2 emu_rc(uint i) {
-    const uint g = LANE >> 2u;
-    const uint t = LANE & 3u;
-    return uvec2(g + 8u * ((i >> 1u) & 1u), 2u * t + (i & 1u) + 8u * (i >> 2u));
-}
+#include "coop_layout.glsl"
+
+// The (row, column) of element i of this lane: the accumulator's (f32) as the kernels assume it,
+// the A operand's (f16) likewise; B operands (f16 too) are laid out as A ones, which no kernel sees
+// (they only load them and multiply).
+uvec2 emu_rc_of(float x, uint i) { return acc_rc(i); }
+uvec2 emu_rc_of(float16_t x, uint i) { return a_rc(i); }
 
 // Scalars and 4-vectors of the arrays a matrix is loaded from: their width, and component j.
 uint emu_width(float x) { return 1u; }
@@ -57,7 +58,7 @@ float16_t emu_comp(f16vec4 x, uint j) { return x[j]; }
 #define emu_load_gl_CooperativeMatrixLayoutColumnMajor(M, A, E, S) emu_load(M, A, E, S, true)
 #define emu_load(M, A, E, S, COLMAJOR)                                                  \
     [[dont_unroll]] for (uint i_ = 0u; i_ < 8u; i_++) {                                 \
-        const uvec2 rc_ = emu_rc(i_);                                                   \
+        const uvec2 rc_ = emu_rc_of(M[0], i_);                                             \
         const uint w_ = emu_width(A[0]);                                                \
         const uint x_ = COLMAJOR ? (uint(E) + rc_.y * uint(S)) * w_ + rc_.x             \
                                  : (uint(E) + rc_.x * uint(S)) * w_ + rc_.y;            \
@@ -72,14 +73,14 @@ float[8] coopMatMulAdd(float16_t a[8], float16_t b[8], float c[8]) {
     const uint at = SUBGROUP * 256u;
     barrier();  // the previous call's readers are done
     [[dont_unroll]] for (uint i = 0u; i < 8u; i++) {
-        const uvec2 rc = emu_rc(i);
+        const uvec2 rc = a_rc(i);
         emu_a[at + 16u * rc.x + rc.y] = float(a[i]);
         emu_b[at + 16u * rc.x + rc.y] = float(b[i]);
     }
     barrier();
     float d[8];
     [[dont_unroll]] for (uint i = 0u; i < 8u; i++) {
-        const uvec2 rc = emu_rc(i);
+        const uvec2 rc = acc_rc(i);
         float s = c[i];
         [[dont_unroll]] for (uint k = 0u; k < 16u; k++) {
             s += emu_a[at + 16u * rc.x + k] * emu_b[at + 16u * k + rc.y];

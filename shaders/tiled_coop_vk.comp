@@ -7,10 +7,10 @@
 // every 16 x 16 score tile through workgroup memory to compute its row maxima and sums, and every P
 // tile back through it to feed P·V (README, "the walls"). GL_KHR_cooperative_matrix gives each
 // invocation its elements of a matrix; this kernel reads them by the coordinates of the layout
-// coop_vk_common.glsl assumes (NVIDIA's mma.m16n8k16), which the host checks on the device first.
+// coop_layout.glsl assumes (the H200 driver's), which the host checks on the device first.
 // With it: row maxima and sums are two subgroup shuffles (the four lanes 4g .. 4g+3 share rows g and
 // g + 8), O is rescaled in registers, and a P tile becomes the A operand of P·V element for element
-// in registers (the accumulator and the A operand share the layout): S and P never touch workgroup
+// in registers (the A operand holds the accumulator's coordinates, A_OF): S and P never touch workgroup
 // memory. Only K and V are staged, 64 keys a block, with padded rows.
 //
 // A workgroup of 128 invocations (four 32-wide subgroups) owns BR = 64 ROWS query rows of one
@@ -152,7 +152,7 @@ void main() {
             float mx[2] = float[2](ninf, ninf);
             [[unroll]] for (uint nt = 0; nt < 4; nt++) {
                 [[unroll]] for (uint i = 0; i < 8; i++) {
-                    const uint h = (i >> 1) & 1u;
+                    const uint h = frag_half(i);
                     float x = s[rt][nt][i] * qscale;
                     if (edge) {
                         const uint col = j0 + 16u * nt + frag_col(i);
@@ -176,17 +176,17 @@ void main() {
             }
             [[unroll]] for (uint c = 0; c < 4; c++) {
                 [[unroll]] for (uint i = 0; i < 8; i++) {
-                    o[rt][c][i] *= alpha[(i >> 1) & 1u];
+                    o[rt][c][i] *= alpha[frag_half(i)];
                 }
             }
 
-            // 4. P = exp2(S - m) as f16 A matrices, element for element (same layout).
+            // 4. P = exp2(S - m) as f16 A matrices, element for element (A_OF).
             [[unroll]] for (uint nt = 0; nt < 4; nt++) {
                 [[unroll]] for (uint i = 0; i < 8; i++) {
-                    const uint h = (i >> 1) & 1u;
+                    const uint h = frag_half(i);
                     const float p = exp2(s[rt][nt][i] - mu[h]);
                     l[rt][h] += p;
-                    pa[rt][nt][i] = float16_t(p * DROP(head, rows[rt][h], j0 + 16u * nt + frag_col(i)));
+                    pa[rt][nt][A_OF(i)] = float16_t(p * DROP(head, rows[rt][h], j0 + 16u * nt + frag_col(i)));
                 }
             }
         }
@@ -221,7 +221,7 @@ void main() {
         }
         [[unroll]] for (uint c = 0; c < 4; c++) {
             [[unroll]] for (uint i = 0; i < 8; i += 2) {
-                const uint h = (i >> 1) & 1u;
+                const uint h = frag_half(i);
                 const uint row = rows[rt][h];
                 if (row < n) {
                     const uint col = 16u * c + frag_col(i);

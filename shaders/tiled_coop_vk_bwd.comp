@@ -10,7 +10,7 @@
 // Where tiled_coop_bwd_{kv,q}.wgsl must store every Sᵀ / dPᵀ tile to workgroup memory to reach its
 // elements and every P / dS tile back to feed the next product (WGSL's cooperative matrices have
 // no element access), here an accumulator element is the A operand element of the same index
-// (coop_vk_common.glsl's layout): P and dS are made element for element in registers. Workgroup
+// (coop_layout.glsl's layout): P and dS are made element for element in registers. Workgroup
 // memory holds only the staged blocks.
 //
 // bwd_kv: a workgroup of four 32-wide subgroups owns 64 keys of one K/V head; subgroup s owns keys
@@ -178,8 +178,8 @@ void main() {
                     }
                     const float p = exp2(x - ls[rl]);
                     const float z = DROP(head, i0 + rl, js + frag_row(i));
-                    pa[i] = float16_t(p * z);
-                    dsa[i] = float16_t(p * (dpt[i] * z - ds[rl]) * scale);
+                    pa[A_OF(i)] = float16_t(p * z);
+                    dsa[A_OF(i)] = float16_t(p * (dpt[i] * z - ds[rl]) * scale);
                 }
                 // 4. dV += Pᵀ dO, dK += dSᵀ Q (dO and Q rows 16nt .. read row-major).
                 [[unroll]] for (uint c = 0; c < 4; c++) {
@@ -224,7 +224,7 @@ void main() {
     float lr[2];
     float dr[2];
     [[unroll]] for (uint h = 0; h < 2; h++) {
-        const uint row = r0 + frag_row(2u * h);
+        const uint row = r0 + half_row(h);
         lr[h] = row < n ? lse[head * n + row] : uintBitsToFloat(0x7f800000u);
         dr[h] = row < n ? delta[head * n + row] : 0.0;
     }
@@ -276,7 +276,7 @@ void main() {
             //    frag_col(i).
             MATA dsa;
             [[unroll]] for (uint i = 0; i < 8; i++) {
-                const uint h = (i >> 1) & 1u;
+                const uint h = frag_half(i);
                 float x = s[i] * qscale;
                 if (edge) {
                     const uint key = j0 + 16u * nt + frag_col(i);
@@ -286,7 +286,7 @@ void main() {
                 }
                 const float p = exp2(x - lr[h]);
                 const float z = DROP(head, r0 + frag_row(i), j0 + 16u * nt + frag_col(i));
-                dsa[i] = float16_t(p * (dp[i] * z - dr[h]) * scale);
+                dsa[A_OF(i)] = float16_t(p * (dp[i] * z - dr[h]) * scale);
             }
             // 4. dQ += dS K (K rows 16nt .. read row-major).
             [[unroll]] for (uint c = 0; c < 4; c++) {

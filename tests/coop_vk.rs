@@ -32,7 +32,7 @@ fn h200() -> AdapterCaps {
     c.subgroup_max_size = 32;
     c.max_workgroup_storage = 48 << 10;
     c.passthrough = true;
-    c.coop_layout = CoopLayout::Mma16816;
+    c.coop_layout = CoopLayout::Assumed;
     c
 }
 
@@ -238,7 +238,10 @@ fn every_refusal_names_its_reason() {
     let mut c = h200();
     c.coop_layout = CoopLayout::Other("lane 0's accumulator elements are at (0, 0) (1, 0)".into());
     let e = refusal(&p, &c);
-    assert!(e.contains("mma.m16n8k16") && e.contains("lane 0"), "{e}");
+    assert!(
+        e.contains("coop_layout.glsl") && e.contains("lane 0"),
+        "{e}"
+    );
     c.coop_layout = CoopLayout::NotProbed("not a Vulkan device".into());
     assert!(refusal(&p, &c).contains("not probed"));
     let mut c = h200();
@@ -263,12 +266,15 @@ fn every_refusal_names_its_reason() {
 }
 
 /// What the probe writes: per lane the two lengths, then the (row, column) codes 16r + c of its 8
-/// accumulator and 8 A elements, under `layout`.
-fn probe_output(layout: impl Fn(u32, u32) -> (u32, u32)) -> Vec<f32> {
+/// accumulator elements under `acc` and its 8 A elements under `a`.
+fn probe_output(
+    acc: impl Fn(u32, u32) -> (u32, u32),
+    a: impl Fn(u32, u32) -> (u32, u32),
+) -> Vec<f32> {
     let mut out = Vec::new();
     for lane in 0..32 {
         out.extend([8.0, 8.0]);
-        for _ in 0..2 {
+        for layout in [&acc as &dyn Fn(u32, u32) -> (u32, u32), &a] {
             out.extend((0..8).map(|i| {
                 let (r, c) = layout(lane, i);
                 (16 * r + c) as f32
@@ -278,24 +284,58 @@ fn probe_output(layout: impl Fn(u32, u32) -> (u32, u32)) -> Vec<f32> {
     out
 }
 
+/// NVIDIA's mma.m16n8k16 fragments (the layout stops 28 and 29 assumed, which the H200's driver
+/// does not use for the accumulator): lane 4g + t, element i at row g + 8((i >> 1) & 1), column
+/// 2t + (i & 1) + 8(i >> 2).
+fn mma_fragments(lane: u32, i: u32) -> (u32, u32) {
+    let (g, t) = (lane / 4, lane % 4);
+    (g + 8 * ((i >> 1) & 1), 2 * t + (i & 1) + 8 * (i >> 2))
+}
+
 #[test]
 fn the_layout_check_accepts_only_the_assumed_layout() {
-    // Every (row, column) held exactly once: the assumed layout is a layout at all.
-    let mut seen = std::collections::BTreeSet::new();
-    for lane in 0..32 {
-        for i in 0..8 {
-            assert!(seen.insert(tiled_coop_vk::assumed(lane, i)));
+    // Each assumed layout holds every (row, column) exactly once, and A holds the accumulator's
+    // coordinates (a_of), four lanes a row pair.
+    for layout in [tiled_coop_vk::assumed_acc, tiled_coop_vk::assumed_a] {
+        let mut seen = std::collections::BTreeSet::new();
+        for lane in 0..32 {
+            for i in 0..8 {
+                let (r, c) = layout(lane, i);
+                assert!(r % 8 == lane / 4 && c / 2 % 4 == lane % 4, "{lane} {i}");
+                assert!(seen.insert((r, c)));
+            }
         }
+        assert_eq!(seen.len(), 256);
     }
-    assert_eq!(seen.len(), 256);
-    let ok = probe_output(tiled_coop_vk::assumed);
-    assert_eq!(tiled_coop_vk::read_probe(&ok), CoopLayout::Mma16816);
+    for i in 0..8 {
+        assert_eq!(tiled_coop_vk::a_of(tiled_coop_vk::a_of(i)), i);
+        assert_eq!(
+            tiled_coop_vk::assumed_a(5, tiled_coop_vk::a_of(i)),
+            tiled_coop_vk::assumed_acc(5, i)
+        );
+    }
+    let ok = probe_output(tiled_coop_vk::assumed_acc, tiled_coop_vk::assumed_a);
+    assert_eq!(tiled_coop_vk::read_probe(&ok), CoopLayout::Assumed);
 
+    // What the H200's driver was first seen to refuse (lease 19): mma.m16n8k16's fragment order.
+    // The report names the element and what lanes 0, 1 and 4 hold.
+    match tiled_coop_vk::read_probe(&probe_output(mma_fragments, mma_fragments)) {
+        CoopLayout::Other(what) => assert!(
+            what.contains("lane 0's accumulator element 2 is not at (0, 8)")
+                && what.contains("lane 0: (0, 0) (0, 1) (8, 0) (8, 1) (0, 8)")
+                && what.contains("lane 4: (1, 0)"),
+            "{what}"
+        ),
+        x => panic!("{x:?}"),
+    }
     // The transpose (a plausible other driver's choice) is refused, naming a lane and element.
-    let t = probe_output(|l, i| {
-        let (r, c) = tiled_coop_vk::assumed(l, i);
-        (c, r)
-    });
+    let t = probe_output(
+        |l, i| {
+            let (r, c) = tiled_coop_vk::assumed_acc(l, i);
+            (c, r)
+        },
+        tiled_coop_vk::assumed_a,
+    );
     match tiled_coop_vk::read_probe(&t) {
         CoopLayout::Other(what) => assert!(what.contains("lane 0's accumulator"), "{what}"),
         x => panic!("{x:?}"),
@@ -307,6 +347,11 @@ fn the_layout_check_accepts_only_the_assumed_layout() {
         CoopLayout::Other(what) => assert!(what.contains("lane 5's A"), "{what}"),
         x => panic!("{x:?}"),
     }
+    // A in mma.m16n8k16's A-fragment order beside the assumed accumulator: refused too.
+    let pa = probe_output(tiled_coop_vk::assumed_acc, mma_fragments);
+    assert!(
+        matches!(tiled_coop_vk::read_probe(&pa), CoopLayout::Other(w) if w.contains("lane 0's A"))
+    );
     // Other element counts, and a short read.
     let mut n = ok.clone();
     n[0] = 16.0;
@@ -373,7 +418,7 @@ fn the_probe_runs_through_the_runner_on_emulated_matrices() {
     assert!(gpu.caps.passthrough && gpu.caps.f16, "{:?}", gpu.caps);
     assert_eq!(
         tiled_coop_vk::probe(gpu, Build::Emulated),
-        CoopLayout::Mma16816
+        CoopLayout::Assumed
     );
     // On this adapter the device build is not offered, and says why.
     assert!(matches!(gpu.caps.coop_layout, CoopLayout::NotProbed(_)));

@@ -64,8 +64,9 @@ impl AdapterSelection {
 pub enum CoopLayout {
     /// Not probed, and why (no cooperative matrices, not Vulkan, no passthrough shaders, ...).
     NotProbed(String),
-    /// NVIDIA's mma.m16n8k16 layout for the f32 accumulator and the f16 A operand.
-    Mma16816,
+    /// The layout the kernels assume (shaders/coop_layout.glsl) for the f32 accumulator and the
+    /// f16 A operand.
+    Assumed,
     /// Another layout (or a probe that failed): what the probe saw.
     Other(String),
 }

@@ -9,7 +9,8 @@
 //! wgpu 30's WGSL cooperative matrices have no element access, which is why `tiled-coop` sends
 //! every score and probability tile through workgroup memory (README, the walls). GLSL's
 //! cooperative matrices have element access but leave the element coordinates to the driver, so
-//! the kernel assumes one layout (NVIDIA's mma.m16n8k16: [`assumed`]) and the device is asked
+//! the kernel assumes one layout (the H200 driver's, shaders/coop_layout.glsl: [`assumed_acc`],
+//! [`assumed_a`]) and the device is asked
 //! first: at device creation [`probe`] runs shaders/coop_layout_probe.comp and
 //! [`AdapterCaps::coop_layout`] records what it found; the plan builder refuses the variant,
 //! with what the probe saw, on any other layout.
@@ -204,7 +205,7 @@ pub fn device_check(caps: &AdapterCaps) -> Result<(), String> {
 /// The probed layout is the one the kernels assume.
 fn layout_check(caps: &AdapterCaps) -> Result<(), String> {
     match &caps.coop_layout {
-        CoopLayout::Mma16816 => {}
+        CoopLayout::Assumed => {}
         CoopLayout::NotProbed(why) => {
             return Err(format!(
                 "the cooperative-matrix element layout was not probed ({why})"
@@ -212,8 +213,9 @@ fn layout_check(caps: &AdapterCaps) -> Result<(), String> {
         }
         CoopLayout::Other(what) => {
             return Err(format!(
-                "the kernel reads score elements by their coordinates in NVIDIA's mma.m16n8k16 \
-                 layout, and this driver lays 16 x 16 matrices out otherwise: {what}"
+                "the kernel reads score elements by their coordinates in the layout it assumes \
+                 (shaders/coop_layout.glsl), and this driver lays 16 x 16 matrices out otherwise: \
+                 {what}"
             ))
         }
     }
@@ -363,19 +365,32 @@ pub fn check_backward(caps: &AdapterCaps, build: Build) -> Result<(), String> {
     Ok(())
 }
 
-/// The layout tiled_coop_vk.comp assumes: element `i` of lane `lane` of a 16 x 16 matrix (f32
-/// accumulator and f16 A operand alike) is (row, column) — NVIDIA's mma.m16n8k16 fragments, the
-/// 16 x 16 accumulator as two 16 x 8 ones.
-pub fn assumed(lane: u32, i: u32) -> (u32, u32) {
+/// The accumulator's element that the A operand holds at element `i` (shaders/coop_layout.glsl's
+/// `A_OF`, an involution).
+pub const fn a_of(i: u32) -> u32 {
+    i
+}
+
+/// The layout the GLSL kernels assume (shaders/coop_layout.glsl): element `i` of lane `lane` of a
+/// 16 x 16 f32 accumulator is (row, column); the four lanes 4g .. 4g + 3 share rows g and g + 8.
+/// The H200 driver's (lease 19), not mma.m16n8k16's fragment order.
+pub fn assumed_acc(lane: u32, i: u32) -> (u32, u32) {
     let (g, t) = (lane / 4, lane % 4);
-    (g + 8 * ((i >> 1) & 1), 2 * t + (i & 1) + 8 * (i >> 2))
+    (g + 8 * (i >> 2), 2 * t + (i & 1) + 8 * ((i >> 1) & 1))
+}
+
+/// The f16 A operand's layout the kernels assume: the accumulator's coordinates in [`a_of`]'s
+/// order, so that P and dS pass from one to the other element for element.
+pub fn assumed_a(lane: u32, i: u32) -> (u32, u32) {
+    assumed_acc(lane, a_of(i))
 }
 
 /// Floats the probe writes a lane: the two lengths, 8 accumulator and 8 A elements.
 pub const PROBE_STRIDE: usize = 18;
 
 /// What shaders/coop_layout_probe.comp's output (32 lanes x [`PROBE_STRIDE`] floats) says: the
-/// assumed layout, or the first difference.
+/// assumed layout, or the first difference with what lanes 0, 1 and 4 hold of that matrix (enough
+/// to write the layout down: g and t of lane 4g + t).
 pub fn read_probe(out: &[f32]) -> CoopLayout {
     if out.len() < 32 * PROBE_STRIDE {
         return CoopLayout::Other(format!(
@@ -384,33 +399,44 @@ pub fn read_probe(out: &[f32]) -> CoopLayout {
             32 * PROBE_STRIDE
         ));
     }
+    let lane_out = |lane: u32| &out[lane as usize * PROBE_STRIDE..][..PROBE_STRIDE];
+    let held = |lane: u32, at: usize| -> String {
+        let seen: Vec<String> = lane_out(lane)[at..at + 8]
+            .iter()
+            .map(|&x| format!("({}, {})", x as i32 / 16, x as i32 % 16))
+            .collect();
+        format!("lane {lane}: {}", seen.join(" "))
+    };
+    type Layout = fn(u32, u32) -> (u32, u32);
     for lane in 0..32u32 {
-        let o = &out[lane as usize * PROBE_STRIDE..][..PROBE_STRIDE];
+        let o = lane_out(lane);
         if o[0] != 8.0 || o[1] != 8.0 {
             return CoopLayout::Other(format!(
                 "lane {lane} holds {} accumulator and {} A elements (the kernel assumes 8 and 8)",
                 o[0], o[1]
             ));
         }
-        for (what, at) in [("accumulator", 2usize), ("A", 10)] {
+    }
+    for (what, at, layout) in [
+        ("accumulator", 2usize, assumed_acc as Layout),
+        ("A", 10, assumed_a as Layout),
+    ] {
+        for lane in 0..32u32 {
             for i in 0..8u32 {
-                let got = o[at + i as usize];
-                let (r, c) = assumed(lane, i);
-                if got != (16 * r + c) as f32 {
-                    let seen: Vec<String> = o[at..at + 8]
-                        .iter()
-                        .map(|&x| format!("({}, {})", x as i32 / 16, x as i32 % 16))
-                        .collect();
+                let (r, c) = layout(lane, i);
+                if lane_out(lane)[at + i as usize] != (16 * r + c) as f32 {
                     return CoopLayout::Other(format!(
-                        "lane {lane}'s {what} elements are at {} (the kernel assumes element {i} \
-                         at ({r}, {c}))",
-                        seen.join(" ")
+                        "lane {lane}'s {what} element {i} is not at ({r}, {c}); the {what}'s \
+                         elements are at {}; {}; {}",
+                        held(0, at),
+                        held(1, at),
+                        held(4, at)
                     ));
                 }
             }
         }
     }
-    CoopLayout::Mma16816
+    CoopLayout::Assumed
 }
 
 /// The probe as a plan (one subgroup, one `OUT` buffer of 32 x [`PROBE_STRIDE`] floats), run
