@@ -3,7 +3,7 @@
 # lease, from the repository root with the release binary and the .gl loaders carried:
 #   bash bench/h200_backward.sh BINARY OUTDIR
 # attn-wgpu: every variant with --backward at the seed's shape (f32, f16, bf16), `tiled` and `unfused-inplace`
-# at N=4096 (f32, f16) and `tiled-coop` at N=4096 (f16), `explain --backward`; PyTorch's backward likewise.
+# at N=4096 (f32, f16) and `tiled-coop`, `tiled-coop-vk` at N=4096 (f16), `explain --backward`; PyTorch's backward likewise.
 # OUTDIR/backward.tar.gz (+ OUTDIR/log.txt).
 source bench/h200_lib.sh
 h200_begin "$@"
@@ -18,7 +18,9 @@ h200_begin "$@"
       step $B run --variant $v --backward $SEED --seq 4096 --dtype $dt --reps 5 --json "$o/attn_bwd_${dt}_N4096_$v.json"
     done
   done
-  step $B run --variant tiled-coop --backward $SEED --seq 4096 --dtype f16 --reps 5 --json "$o/attn_bwd_f16_N4096_tiled-coop.json"
+  for v in tiled-coop tiled-coop-vk; do
+    step $B run --variant $v --backward $SEED --seq 4096 --dtype f16 --reps 5 --json "$o/attn_bwd_f16_N4096_$v.json"
+  done
   step $B explain --backward --variant unfused,unfused-inplace,tiled $SEED --seq 1024 --dtype f32 --reps 5
   for dt in f32 f16; do
     PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py --backward $SEED --seq 1024 --dtype $dt --reps 10 --json "$o/torch_bwd_${dt}_N1024.json"

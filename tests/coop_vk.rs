@@ -76,7 +76,7 @@ fn plans_on_an_adapter_like_the_h200() {
     let q = plan.buffers.iter().find(|b| b.name == "Q").unwrap();
     assert_eq!(q.bytes, kernels::tiled_coop::input_bytes(&p));
 
-    // Training: the forward's L-writing module, then tiled-coop's backward.
+    // Training: the forward's L-writing module, then its own GLSL backward (bwd_dot is WGSL).
     let mut t = p.clone();
     t.backward = true;
     let plan = variants::plan("tiled-coop-vk", &t, &h200()).unwrap();
@@ -89,13 +89,24 @@ fn plans_on_an_adapter_like_the_h200() {
         kernels::workgroup_bytes(&f.shader, f.entry, &f.overrides),
         Some(tiled_coop_vk::STORAGE)
     );
-    assert!(plan.dispatches[1..].iter().all(|d| !d.shader.is_spirv()));
+    let spirv: Vec<bool> = plan.dispatches.iter().map(|d| d.shader.is_spirv()).collect();
+    assert_eq!(spirv, [true, false, true, true]);
+
+    // ROWS by N: one 16-row tile a subgroup below ROWS2_FROM, two from it (BR = 128).
+    let mut long = p.clone();
+    long.seq = tiled_coop_vk::ROWS2_FROM;
+    let br = |p: &Problem| {
+        let plan = variants::plan("tiled-coop-vk", p, &h200()).unwrap();
+        plan.config.iter().find(|(k, _)| k == "BR").map(|x| x.1)
+    };
+    assert_eq!((br(&p), br(&long)), (Some(64.0), Some(128.0)));
+    long.seq -= 1;
+    assert_eq!(br(&long), Some(64.0));
 }
 
 #[test]
 fn the_glsl_backward_passes_plan_on_an_adapter_like_the_h200() {
-    // The passes the training plan gets with GLSL_BACKWARD (until measured it keeps tiled-coop's
-    // WGSL backward: plans_on_an_adapter_like_the_h200).
+    // The training plan's backward passes (shaders/tiled_coop_vk_bwd.comp).
     let mut p = problem();
     p.backward = true;
     p.kv_heads = 2;

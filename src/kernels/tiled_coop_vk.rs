@@ -2,8 +2,7 @@
 //! variant): shaders/tiled_coop_vk.comp, GLSL with GL_KHR_cooperative_matrix compiled to SPIR-V
 //! by build.rs (glslang) and handed to Vulkan through wgpu's `PASSTHROUGH_SHADERS`. Vulkan only,
 //! f16, D = 64, causal or not, grouped-query attention, training (it writes L for
-//! kernels/tiled_coop_bwd.rs, or, with [`GLSL_BACKWARD`], for this file's own backward passes,
-//! shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`]), mask bias (bool / float masks, key padding),
+//! this file's own backward passes, shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`]), mask bias (bool / float masks, key padding),
 //! dropout.
 //!
 //! wgpu 30's WGSL cooperative matrices have no element access, which is why `tiled-coop` sends
@@ -18,7 +17,7 @@
 //! Both kernels are also built on shaders/coopmat_emu.glsl ([`Build::Emulated`]): cooperative
 //! matrices emulated, in the assumed layout, through workgroup memory, so that the tests run the
 //! kernel's logic on lavapipe against the f64 reference (tests/coop_vk.rs). The kernel is built
-//! for one or two 16-row tiles a subgroup (its ROWS); the variant runs [`ROWS`].
+//! for one or two 16-row tiles a subgroup (its ROWS); the variant picks by N ([`rows`]).
 
 use super::{check_binding, check_grid};
 use crate::gpu::context::CoopLayout;
@@ -30,9 +29,21 @@ use crate::tile::{TileConfig, TileKernel};
 
 /// The one head dimension the kernel is compiled for.
 pub const HEAD_DIM: u32 = 64;
-/// 16-row tiles a subgroup owns in the variant's build (the kernel's ROWS; 1 or 2 are compiled):
-/// BR = 64 rows a workgroup (four subgroups).
-pub const ROWS: u32 = 1;
+/// 16-row tiles a subgroup owns in the variant's build (the kernel's ROWS; 1 or 2 are compiled,
+/// BR = 64 ROWS rows a workgroup of four subgroups). Measured on the H200 at B8 H16 D64 causal
+/// f16 (results/h200/2026-12-05-v36-coop-vk-layout): ROWS = 2 is 3 % slower at N = 1024 (171.9
+/// vs 177.5 µs: half as many workgroups, 1024 for 132 SMs) and 8 % faster at N = 4096 (1901 vs
+/// 1747 µs: each K/V matrix load from workgroup memory serves two row tiles), so two tiles from
+/// N = [`ROWS2_FROM`] query rows.
+pub fn rows(p: &Problem) -> u32 {
+    if p.seq >= ROWS2_FROM {
+        2
+    } else {
+        1
+    }
+}
+/// The N from which [`rows`] takes two 16-row tiles a subgroup.
+pub const ROWS2_FROM: u32 = 2048;
 /// Keys a block.
 pub const BC: u32 = 64;
 /// Workgroup storage: K and V staged, 2 x BC x (D + 8) f16 (the kernel's header), whatever ROWS.
@@ -64,10 +75,6 @@ fn tail(build: Build) -> &'static str {
         Build::Emulated => "_emu",
     }
 }
-/// Whether the variant's training plan uses this file's backward (shaders/tiled_coop_vk_bwd.comp,
-/// P and dS in registers) or `tiled-coop`'s WGSL one (kernels/tiled_coop_bwd.rs, measured on the
-/// H200): the WGSL one until this one is measured.
-pub const GLSL_BACKWARD: bool = false;
 /// Workgroup storage of the backward passes: bwd_kv stages Q and dO (2 x 64 x (D + 8) f16) and
 /// the rows' L and D (2 x 64 f32); bwd_q stages K and V as the forward does.
 pub const BWD_STORAGE: u64 = STORAGE + 2 * 64 * 4;

@@ -103,10 +103,10 @@ pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     training(plan, p, caps, Backward::Coop)
 }
 
-/// `tiled-coop-vk`: kernels/tiled_coop_vk.rs (the SPIR-V kernel with the softmax in registers),
-/// whose training forward writes L for tiled-coop's backward.
+/// `tiled-coop-vk`: kernels/tiled_coop_vk.rs (the SPIR-V kernels with the softmax in registers,
+/// forward and backward), one or two 16-row tiles a subgroup by N.
 pub fn build_coop_vk(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
-    coop_vk_plan(p, caps, Build::Device, tiled_coop_vk::ROWS)
+    coop_vk_plan(p, caps, Build::Device, tiled_coop_vk::rows(p))
 }
 
 /// `tiled-coop-vk`'s kernels built on shaders/coopmat_emu.glsl: not a variant (it measures
@@ -129,15 +129,10 @@ fn coop_vk_plan(p: &Problem, caps: &AdapterCaps, build: Build, rows: u32) -> Res
         &tiled_coop_vk::tile(rows),
         vec![],
     );
-    let bwd = match build {
-        Build::Emulated => {
-            plan.variant = "tiled-coop-vk (emulated cooperative matrices)".into();
-            Backward::CoopVk(build)
-        }
-        Build::Device if tiled_coop_vk::GLSL_BACKWARD => Backward::CoopVk(build),
-        Build::Device => Backward::Coop,
-    };
-    training(plan, p, caps, bwd)
+    if build == Build::Emulated {
+        plan.variant = "tiled-coop-vk (emulated cooperative matrices)".into();
+    }
+    training(plan, p, caps, Backward::CoopVk(build))
 }
 
 /// Which fused backward a training plan gets.
