@@ -89,7 +89,11 @@ fn plans_on_an_adapter_like_the_h200() {
         kernels::workgroup_bytes(&f.shader, f.entry, &f.overrides),
         Some(tiled_coop_vk::STORAGE)
     );
-    let spirv: Vec<bool> = plan.dispatches.iter().map(|d| d.shader.is_spirv()).collect();
+    let spirv: Vec<bool> = plan
+        .dispatches
+        .iter()
+        .map(|d| d.shader.is_spirv())
+        .collect();
     assert_eq!(spirv, [true, false, true, true]);
 
     // ROWS by N: one 16-row tile a subgroup below ROWS2_FROM, two from it (BR = 128).
