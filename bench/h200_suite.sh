@@ -28,11 +28,7 @@ h200_begin "$@"
   for d in 128 256; do
     step $B run --variant all --batch 8 --heads 16 --head-dim $d --seq 1024 --dtype f16 --reps 10 --probe "$o/probe.json" --json "$o/attn_f16_N1024_D$d.json"
   done
-  step $B tune $SEED --seq 1024 --dtype f32 --reps 5 --out "$o/tune.json"
-  for dt in f32 f16 bf16; do
-    step $B sweep --seq 256,512,1024,2048,4096 --variants unfused-inplace,tiled,tiled-subgroup,tiled-coop,tiled-coop-vk $SEED --dtype $dt --reps 5 --out-dir "$o/sweep_$dt"
-  done
-  step $B explain --variant unfused,unfused-inplace,tiled $SEED --seq 1024 --dtype f32
+  # PyTorch before the long sweeps, so a run cut short still has its baselines.
   for dt in f32 f16 bf16; do
     PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py $SEED --seq 1024 --dtype $dt --json "$o/torch_${dt}_N1024.json"
   done
@@ -40,5 +36,10 @@ h200_begin "$@"
   for d in 128 256; do
     PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py --batch 8 --heads 16 --head-dim $d --seq 1024 --dtype f16 --reps 10 --json "$o/torch_f16_N1024_D$d.json"
   done
+  step $B tune $SEED --seq 1024 --dtype f32 --reps 5 --out "$o/tune.json"
+  for dt in f32 f16 bf16; do
+    step $B sweep --seq 256,512,1024,2048,4096 --variants unfused-inplace,tiled,tiled-subgroup,tiled-coop,tiled-coop-vk $SEED --dtype $dt --reps 5 --out-dir "$o/sweep_$dt"
+  done
+  step $B explain --variant unfused,unfused-inplace,tiled $SEED --seq 1024 --dtype f32
 } > "$log" 2>&1
 h200_end h200
