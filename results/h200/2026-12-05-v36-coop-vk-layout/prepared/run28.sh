@@ -10,7 +10,7 @@ SEED="--batch 8 --heads 16 --head-dim 64"
 step() { echo "## $* ($SECONDS s)"; "$@"; echo "## exit $?"; }
 {
   echo "## nvidia-smi"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
-  step /tmp/M run --variant all $SEED --seq 1024 --dtype f16 --json "$o/attn_f16_N1024.json"
+  step timeout 90 /tmp/M run --variant all $SEED --seq 1024 --dtype f16 --json "$o/attn_f16_N1024.json"
   PYTHONUNBUFFERED=1 step timeout 60 python3 bench/torch_sdpa.py $SEED --seq 1024 --dtype f16 --json "$o/torch_f16_N1024.json"
   step timeout 150 /tmp/M run --variant all $SEED --seq 4096 --dtype f16 --reps 10 --json "$o/attn_f16_N4096.json"
   PYTHONUNBUFFERED=1 step timeout 60 python3 bench/torch_sdpa.py $SEED --seq 4096 --dtype f16 --reps 10 --variants naive-inplace,math,flash,efficient,cudnn --json "$o/torch_f16_N4096.json"
