@@ -12,7 +12,9 @@
 // the rows' halves first, not mma.m16n8k16's column halves first. So the four lanes 4g .. 4g + 3
 // share rows g and g + 8 (row reductions are two shuffles). The f16 A operand holds the same
 // coordinates in the order A_OF gives: the accumulator's element i is the A operand's element
-// A_OF(i), so P and dS go from one to the other element for element, in registers.
+// A_OF(i), so P and dS go from one to the other element for element, in registers. On the H200
+// the order is the accumulator's own (A_OF(i) = i; the probe refused mma.m16n8k16's A-fragment
+// order in the same lease).
 #ifndef COOP_LAYOUT_GLSL
 #define COOP_LAYOUT_GLSL
 
