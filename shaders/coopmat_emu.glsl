@@ -58,7 +58,7 @@ float16_t emu_comp(f16vec4 x, uint j) { return x[j]; }
 #define emu_load_gl_CooperativeMatrixLayoutColumnMajor(M, A, E, S) emu_load(M, A, E, S, true)
 #define emu_load(M, A, E, S, COLMAJOR)                                                  \
     [[dont_unroll]] for (uint i_ = 0u; i_ < 8u; i_++) {                                 \
-        const uvec2 rc_ = emu_rc_of(M[0], i_);                                             \
+        const uvec2 rc_ = emu_rc_of(M[0], i_);                                          \
         const uint w_ = emu_width(A[0]);                                                \
         const uint x_ = COLMAJOR ? (uint(E) + rc_.y * uint(S)) * w_ + rc_.x             \
                                  : (uint(E) + rc_.x * uint(S)) * w_ + rc_.y;            \

@@ -1,18 +1,17 @@
 //! `attention` on cooperative matrices with the softmax in registers (the `tiled-coop-vk`
 //! variant): shaders/tiled_coop_vk.comp, GLSL with GL_KHR_cooperative_matrix compiled to SPIR-V
 //! by build.rs (glslang) and handed to Vulkan through wgpu's `PASSTHROUGH_SHADERS`. Vulkan only,
-//! f16, D = 64, causal or not, grouped-query attention, training (it writes L for
-//! this file's own backward passes, shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`]), mask bias (bool / float masks, key padding),
-//! dropout.
+//! f16, D = 64, causal or not, grouped-query attention, training (it writes L for this file's
+//! own backward passes, shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`]), mask bias (bool / float
+//! masks, key padding), dropout.
 //!
 //! wgpu 30's WGSL cooperative matrices have no element access, which is why `tiled-coop` sends
 //! every score and probability tile through workgroup memory (README, the walls). GLSL's
 //! cooperative matrices have element access but leave the element coordinates to the driver, so
 //! the kernel assumes one layout (the H200 driver's, shaders/coop_layout.glsl: [`assumed_acc`],
-//! [`assumed_a`]) and the device is asked
-//! first: at device creation [`probe`] runs shaders/coop_layout_probe.comp and
-//! [`AdapterCaps::coop_layout`] records what it found; the plan builder refuses the variant,
-//! with what the probe saw, on any other layout.
+//! [`assumed_a`]) and the device is asked first: at device creation [`probe`] runs
+//! shaders/coop_layout_probe.comp and [`AdapterCaps::coop_layout`] records what it found; the
+//! plan builder refuses the variant, with what the probe saw, on any other layout.
 //!
 //! Both kernels are also built on shaders/coopmat_emu.glsl ([`Build::Emulated`]): cooperative
 //! matrices emulated, in the assumed layout, through workgroup memory, so that the tests run the

@@ -149,8 +149,8 @@ enum Backward {
 /// In training mode (`--backward`), FlashAttention-2's backward after the forward (which then
 /// also writes the row logsumexp L, shaders/tiled_lse.wgsl): `bwd_dot` (D = rowsum(dO ∘ O)),
 /// `bwd_kv` (dK, dV) and `bwd_q` (dQ) from kernels/tiled_bwd.rs, or for `tiled-coop` from
-/// kernels/tiled_coop_bwd.rs (its dO padded like Q: the dQ kernel reads whole 16-row tiles). The
-/// plan unchanged otherwise.
+/// kernels/tiled_coop_bwd.rs and for `tiled-coop-vk` from kernels/tiled_coop_vk.rs (their dO
+/// padded like Q: the dQ kernels read whole 16-row tiles). The plan unchanged otherwise.
 fn training(
     mut plan: Plan,
     p: &Problem,
