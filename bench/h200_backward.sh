@@ -9,6 +9,11 @@ source bench/h200_lib.sh
 h200_begin "$@"
 {
   echo "## nvidia-smi"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+  # PyTorch first, so a run cut short still has its baselines.
+  for dt in f32 f16; do
+    PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py --backward $SEED --seq 1024 --dtype $dt --reps 10 --json "$o/torch_bwd_${dt}_N1024.json"
+    PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py --backward $SEED --seq 4096 --dtype $dt --reps 5 --variants naive-inplace,flash,efficient,cudnn --json "$o/torch_bwd_${dt}_N4096.json"
+  done
   for dt in f32 f16; do
     step $B run --variant all --backward $SEED --seq 1024 --dtype $dt --reps 10 --json "$o/attn_bwd_${dt}_N1024.json"
   done
@@ -22,9 +27,5 @@ h200_begin "$@"
     step $B run --variant $v --backward $SEED --seq 4096 --dtype f16 --reps 5 --json "$o/attn_bwd_f16_N4096_$v.json"
   done
   step $B explain --backward --variant unfused,unfused-inplace,tiled $SEED --seq 1024 --dtype f32 --reps 5
-  for dt in f32 f16; do
-    PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py --backward $SEED --seq 1024 --dtype $dt --reps 10 --json "$o/torch_bwd_${dt}_N1024.json"
-    PYTHONUNBUFFERED=1 step python3 bench/torch_sdpa.py --backward $SEED --seq 4096 --dtype $dt --reps 5 --variants naive-inplace,flash,efficient,cudnn --json "$o/torch_bwd_${dt}_N4096.json"
-  done
 } > "$log" 2>&1
 h200_end backward
