@@ -1,8 +1,6 @@
 // tiled_bwd_common.wgsl — what the two fused backward kernels share (appended to
-// tiled_bwd_kv.wgsl and tiled_bwd_q.wgsl, which declare the bindings lse, delta and the workgroup
-// arrays qs, gs, ks, vs, lse_s, dl_s; the inputs q, k, v, g (= dO) and their loader `row4` come
-// from tiled_bwd_in_words.wgsl, 16-byte loads, where D is a multiple of 8, else from
-// tiled_bwd_in.wgsl, one element at a time).
+// tiled_bwd_kv.wgsl and tiled_bwd_q.wgsl, which declare the bindings q, k, v, g (= dO), lse,
+// delta and the workgroup arrays qs, gs, ks, vs, lse_s, dl_s).
 //
 // Tiles of 32 query rows x 32 keys, 128 threads. Staged rows are D4 vec4 over d ([row][d/4], D up
 // to 64, zero-padded to a multiple of 4). Phase A (`scores`) gives thread t the rows 4(t/16) .. +3 and
@@ -25,6 +23,26 @@ const RS: u32 = D4 + 1u;
 
 fn head_dim() -> u32 {
     return select(params.head_dim, HD, HD != 0u);
+}
+
+// Row i of a [N, D] tensor in the storage dtype as vec4 c4 (0 past N or D): Q (which = 0), K (1),
+// V (2) or dO (3). (WGSL passes no storage pointers to functions, hence the switch.)
+fn row4(which: u32, base: u32, i: u32, c4: u32, n: u32, d: u32) -> vec4<f32> {
+    var x = vec4<f32>(0.0);
+    if (i < n) {
+        for (var c = 0u; c < 4u; c++) {
+            if (4u * c4 + c < d) {
+                let e = base + i * d + 4u * c4 + c;
+                switch (which) {
+                    case 0u: { x[c] = load(q[e / PACK], e); }
+                    case 1u: { x[c] = load(k[e / PACK], e); }
+                    case 2u: { x[c] = load(v[e / PACK], e); }
+                    default: { x[c] = load(g[e / PACK], e); }
+                }
+            }
+        }
+    }
+    return x;
 }
 
 // P and dS of this thread's 4 rows x 2 keys: p<r> / ds<r> = (key tc, key tc + 16) of row 4tr + r.

@@ -87,14 +87,6 @@ fn problems() -> Vec<Problem> {
             }
         }
     }
-    // A head dimension that is not a multiple of 8, in training: the fused backward's element-wise
-    // input loads (tiled_bwd_in.wgsl; multiples of 8 take tiled_bwd_in_words.wgsl).
-    for dtype in DType::ALL {
-        let mut p = Problem::new(1, 2, 100, 20, true, 0);
-        p.dtype = dtype;
-        p.backward = true;
-        v.push(p);
-    }
     // Decode shapes (N = 1, many keys; GQA): the split-KV kernels, inference and training.
     for dtype in DType::ALL {
         for backward in [false, true] {

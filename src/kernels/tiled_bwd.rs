@@ -3,8 +3,8 @@
 //! | dispatch  | WGSL                                            | what                                   |
 //! |-----------|-------------------------------------------------|----------------------------------------|
 //! | `bwd_dot` | tiled_bwd_dot.wgsl                              | D = rowsum(dO ∘ O), 16 threads per row |
-//! | `bwd_kv`  | tiled_bwd_kv.wgsl + tiled_bwd_common.wgsl + tiled_bwd_in{,_words}.wgsl | dK, dV: a workgroup per 32 keys walks the query blocks |
-//! | `bwd_q`   | tiled_bwd_q.wgsl + tiled_bwd_common.wgsl + tiled_bwd_in{,_words}.wgsl  | dQ: a workgroup per 32 rows walks the key blocks |
+//! | `bwd_kv`  | tiled_bwd_kv.wgsl + tiled_bwd_common.wgsl       | dK, dV: a workgroup per 32 keys walks the query blocks |
+//! | `bwd_q`   | tiled_bwd_q.wgsl + tiled_bwd_common.wgsl        | dQ: a workgroup per 32 rows walks the key blocks |
 //!
 //! Both fused kernels recompute P = exp2(S·scale·log2 e − L) from Q, K and the forward's row
 //! logsumexp L (shaders/tiled_lse.wgsl) on chip; N x N never reaches device memory. Causal
@@ -116,46 +116,6 @@ pub(crate) fn bindings(p: &Problem, outs: &[&str]) -> Vec<crate::plan::BindingDe
     with_mask(p, b)
 }
 
-/// Whether the fused kernels read Q, K, V and dO as 16-byte words (tiled_bwd_in_words.wgsl: D a
-/// multiple of 8, so a row's vec4 lies in one word and every tensor is whole words) or one element
-/// at a time (tiled_bwd_in.wgsl).
-pub fn reads_words(p: &Problem) -> bool {
-    p.head_dim % 8 == 0
-}
-
-/// One fused kernel's source: `main` + the shared phases + the input loads (words or elements) +
-/// the row width (D <= 32 or <= 64).
-macro_rules! fused_kernel {
-    ($main:literal, $narrow:expr, $words:expr, $st:expr, $slot:expr, $drop:expr) => {
-        match ($narrow, $words) {
-            (true, true) => kernel!(
-                $main + "tiled_bwd_common.wgsl" + "tiled_bwd_in_words.wgsl" + "tiled_bwd_d32.wgsl",
-                $st,
-                $slot,
-                dropout = $drop
-            ),
-            (true, false) => kernel!(
-                $main + "tiled_bwd_common.wgsl" + "tiled_bwd_in.wgsl" + "tiled_bwd_d32.wgsl",
-                $st,
-                $slot,
-                dropout = $drop
-            ),
-            (false, true) => kernel!(
-                $main + "tiled_bwd_common.wgsl" + "tiled_bwd_in_words.wgsl" + "tiled_bwd_d64.wgsl",
-                $st,
-                $slot,
-                dropout = $drop
-            ),
-            (false, false) => kernel!(
-                $main + "tiled_bwd_common.wgsl" + "tiled_bwd_in.wgsl" + "tiled_bwd_d64.wgsl",
-                $st,
-                $slot,
-                dropout = $drop
-            ),
-        }
-    };
-}
-
 /// The two fused kernels: which one, and what differs between them.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Fused {
@@ -184,7 +144,6 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
     let st = Storage::of(p.dtype);
     let drop = p.dropout().is_some();
     let narrow = p.head_dim <= 32;
-    let words = reads_words(p);
     let mask = if p.mask.bias.is_some() {
         bh * pairs * 4
     } else {
@@ -209,7 +168,21 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
         Fused::Kv => {
             let b = bindings(p, &["dK", "dV"]);
             let slot = mask_slot(&b);
-            let shader = fused_kernel!("tiled_bwd_kv.wgsl", narrow, words, st, slot, drop);
+            let shader = if narrow {
+                kernel!(
+                    "tiled_bwd_kv.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d32.wgsl",
+                    st,
+                    slot,
+                    dropout = drop
+                )
+            } else {
+                kernel!(
+                    "tiled_bwd_kv.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d64.wgsl",
+                    st,
+                    slot,
+                    dropout = drop
+                )
+            };
             (
                 "bwd_kv",
                 b,
@@ -227,7 +200,21 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
         Fused::Q => {
             let b = bindings(p, &["dQ"]);
             let slot = mask_slot(&b);
-            let shader = fused_kernel!("tiled_bwd_q.wgsl", narrow, words, st, slot, drop);
+            let shader = if narrow {
+                kernel!(
+                    "tiled_bwd_q.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d32.wgsl",
+                    st,
+                    slot,
+                    dropout = drop
+                )
+            } else {
+                kernel!(
+                    "tiled_bwd_q.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d64.wgsl",
+                    st,
+                    slot,
+                    dropout = drop
+                )
+            };
             (
                 "bwd_q",
                 b,
