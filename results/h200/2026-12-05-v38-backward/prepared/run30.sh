@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop 31, call 2 (timeout_s 600): bench/h200_suite.sh with main at ad722ff (M).
+# Stop 31, call 2 (timeout_s 600): bench/h200_suite.sh with main at its tip (M).
 #   bash .exp/run30.sh $OUT/suite
 D=${1:?}; mkdir -p $D
 gunzip -c .exp/M.gz > /tmp/M; chmod +x /tmp/M
