@@ -10,8 +10,8 @@
 // Where tiled_coop_bwd_{kv,q}.wgsl must store every Sᵀ / dPᵀ tile to workgroup memory to reach its
 // elements and every P / dS tile back to feed the next product (WGSL's cooperative matrices have
 // no element access), here an accumulator element is an A operand element (A_OF in
-// coop_layout.glsl, the identity on the H200): P and dS are made element for element in registers. Workgroup
-// memory holds only the staged blocks.
+// coop_layout.glsl, the identity on the H200): P and dS are made element for element in
+// registers. Workgroup memory holds only the staged blocks.
 //
 // bwd_kv: a workgroup of four 32-wide subgroups owns 64 keys of one K/V head; subgroup s owns keys
 // 16s .. 16s + 15, holds their K and V as four A matrices each and dK, dV as four accumulators
