@@ -103,27 +103,15 @@ void main() {
     // The first block into registers (K and V are padded by 128 rows past the last head too).
     f16vec4 pk[LOADS];
     f16vec4 pv[LOADS];
-    [[unroll]] for (uint e = 0; e < LOADS; e++) {
-        const uint w = t + 128u * e;  // word w: key w / D4, column 4 (w % D4)
-        pk[e] = k4[kvb + w];
-        pv[e] = v4[kvb + w];
-    }
+    FETCH_BLOCK(pk, pv, k4, v4, kvb, 0u)
 
     for (uint j0 = 0; j0 < kv_end; j0 += BC) {
         // 1. Stage this block; prefetch the next one into registers.
         barrier();
-        [[unroll]] for (uint e = 0; e < LOADS; e++) {
-            const uint w = t + 128u * e;
-            ks[(w / D4) * KP4 + w % D4] = pk[e];
-            vs[(w / D4) * KP4 + w % D4] = pv[e];
-        }
+        STAGE_BLOCK(ks, vs, pk, pv)
         barrier();
         if (j0 + BC < kv_end) {
-            [[unroll]] for (uint e = 0; e < LOADS; e++) {
-                const uint w = (j0 + BC) * D4 + t + 128u * e;
-                pk[e] = k4[kvb + w];
-                pv[e] = v4[kvb + w];
-            }
+            FETCH_BLOCK(pk, pv, k4, v4, kvb, j0 + BC)
         }
         // Every key of the block lies above this subgroup's rows: skip it.
         SKIP_BLOCK_IF(causal && int(j0) > int(r0 + SG_ROWS - 1u) + off);

@@ -107,11 +107,7 @@ void main() {
         // The first block into registers; invocations 0 .. 63 also carry a row's L and D.
         f16vec4 pq[LOADS];
         f16vec4 pg[LOADS];
-        [[unroll]] for (uint e = 0; e < LOADS; e++) {
-            const uint w = first * D4 + t + 128u * e;
-            pq[e] = q4[qb + w];
-            pg[e] = g4[qb + w];
-        }
+        FETCH_BLOCK(pq, pg, q4, g4, qb, first)
         float pl = uintBitsToFloat(0x7f800000u);
         float pd = 0.0;
         if (t < B && first + t < n) {
@@ -121,22 +117,14 @@ void main() {
         for (uint i0 = first; i0 < n; i0 += B) {
             // 1. Stage this block of rows; prefetch the next one.
             barrier();
-            [[unroll]] for (uint e = 0; e < LOADS; e++) {
-                const uint w = t + 128u * e;
-                xs[(w / D4) * KP4 + w % D4] = pq[e];
-                ys[(w / D4) * KP4 + w % D4] = pg[e];
-            }
+            STAGE_BLOCK(xs, ys, pq, pg)
             if (t < B) {
                 ls[t] = pl;
                 ds[t] = pd;
             }
             barrier();
             if (i0 + B < n) {
-                [[unroll]] for (uint e = 0; e < LOADS; e++) {
-                    const uint w = (i0 + B) * D4 + t + 128u * e;
-                    pq[e] = q4[qb + w];
-                    pg[e] = g4[qb + w];
-                }
+                FETCH_BLOCK(pq, pg, q4, g4, qb, i0 + B)
                 pl = uintBitsToFloat(0x7f800000u);
                 pd = 0.0;
                 if (t < B && i0 + B + t < n) {
@@ -236,25 +224,14 @@ void main() {
     }
     f16vec4 pk[LOADS];
     f16vec4 pv[LOADS];
-    [[unroll]] for (uint e = 0; e < LOADS; e++) {
-        pk[e] = k4[kvb + t + 128u * e];
-        pv[e] = v4[kvb + t + 128u * e];
-    }
+    FETCH_BLOCK(pk, pv, k4, v4, kvb, 0u)
     for (uint j0 = 0; j0 < kv_end; j0 += B) {
         // 1. Stage this block of keys; prefetch the next one.
         barrier();
-        [[unroll]] for (uint e = 0; e < LOADS; e++) {
-            const uint w = t + 128u * e;
-            xs[(w / D4) * KP4 + w % D4] = pk[e];
-            ys[(w / D4) * KP4 + w % D4] = pv[e];
-        }
+        STAGE_BLOCK(xs, ys, pk, pv)
         barrier();
         if (j0 + B < kv_end) {
-            [[unroll]] for (uint e = 0; e < LOADS; e++) {
-                const uint w = (j0 + B) * D4 + t + 128u * e;
-                pk[e] = k4[kvb + w];
-                pv[e] = v4[kvb + w];
-            }
+            FETCH_BLOCK(pk, pv, k4, v4, kvb, j0 + B)
         }
         // Every key of the block lies above this subgroup's rows: skip it.
         SKIP_BLOCK_IF(causal && int(j0) > int(r0 + 15u) + off);
