@@ -55,7 +55,7 @@ pub struct TileConfig {
 impl TileConfig {
     /// Workgroup storage in bytes of the kernel; for one row per thread: qs + os (BR rows) + ks +
     /// vs (BC rows), DP vec4 each, + inv_l.
-    pub fn storage_bytes(&self) -> u64 {
+    pub const fn storage_bytes(&self) -> u64 {
         match self.kernel {
             TileKernel::Rt2 => RT2_Q_STORAGE + self.bc as u64 * 512,
             TileKernel::Rt => {

@@ -61,20 +61,21 @@ pub fn config_for(
             // Key blocks of 32 by default: on the H200 they beat blocks of 64 by 2.2x (fewer
             // registers and 32 KiB instead of 48 KiB a workgroup: more workgroups per SM;
             // results/h200/2026-12-03-v15-rt2-ab).
-            let need = RT2_Q_STORAGE + bc as u64 * 512;
+            let cfg = TileConfig {
+                kernel: TileKernel::Rt2,
+                br: 64,
+                bc,
+                d4,
+                dp: 0,
+            };
+            let need = cfg.storage_bytes();
             if need > caps.max_workgroup_storage as u64 {
                 return Err(format!(
                     "tile `rt2:{bc}` needs {need} bytes of workgroup storage, this adapter allows {}",
                     caps.max_workgroup_storage
                 ));
             }
-            Ok(TileConfig {
-                kernel: TileKernel::Rt2,
-                br: 64,
-                bc,
-                d4,
-                dp: 0,
-            })
+            Ok(cfg)
         }
         TileChoice::RegisterTiled => {
             if caps.max_invocations_per_workgroup < 64 || caps.max_workgroup_size_x < 64 {

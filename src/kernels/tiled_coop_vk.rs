@@ -45,8 +45,9 @@ pub fn rows(p: &Problem) -> u32 {
 pub const ROWS2_FROM: u32 = 2048;
 /// Keys a block.
 pub const BC: u32 = 64;
-/// Workgroup storage: K and V staged, 2 x BC x (D + 8) f16 (the kernel's header), whatever ROWS.
-pub const STORAGE: u64 = 2 * BC as u64 * (HEAD_DIM as u64 + 8) * 2;
+/// Workgroup storage: K and V staged, 2 x BC x (D + 8) f16 (the kernel's header), whatever ROWS
+/// (`TileConfig::storage_bytes` of the tile).
+pub const STORAGE: u64 = tile(1).storage_bytes();
 
 const SOURCE: &str = include_str!("../../shaders/tiled_coop_vk.comp");
 const BWD_SOURCE: &str = include_str!("../../shaders/tiled_coop_vk_bwd.comp");
@@ -148,7 +149,7 @@ fn emulation_bytes(build: Build) -> u64 {
 }
 
 /// The tile: BR = 64 `rows` query rows, key blocks of BC = 64.
-pub fn tile(rows: u32) -> TileConfig {
+pub const fn tile(rows: u32) -> TileConfig {
     TileConfig {
         kernel: TileKernel::CoopVk,
         br: 64 * rows,
