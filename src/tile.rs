@@ -5,10 +5,8 @@
 //! [`Problem`]: crate::problem::Problem
 //! [`Plan`]: crate::plan::Plan
 
-/// Workgroup storage of tiled_rt.wgsl + tiled_rt_wg.wgsl at D <= 64 (their header comments derive
-/// it; [`TileConfig::storage_bytes`] for any D).
-pub const RT_STORAGE: u64 = 31232;
-/// The part of it that tiled_rt_wg.wgsl adds (absent with subgroup reductions).
+/// Workgroup storage that tiled_rt_wg.wgsl adds to tiled_rt.wgsl's (absent with subgroup reductions;
+/// [`TileConfig::storage_bytes`] gives the whole for any D).
 pub const RT_PART_STORAGE: u64 = 1024;
 
 /// Workgroup storage of tiled_v2.wgsl without its K/V tiles (the transposed Q tile, 64 x 64 f32);

@@ -16,9 +16,7 @@ use super::{bind, check_grid, check_mask, kernel, mask_slot, with_mask, Storage}
 use crate::gpu::AdapterCaps;
 use crate::plan::{Access, Dispatch, Params};
 use crate::problem::{DType, Problem};
-pub use crate::tile::{
-    TileChoice, TileConfig, TileKernel, RT2_Q_STORAGE, RT_PART_STORAGE, RT_STORAGE,
-};
+pub use crate::tile::{TileChoice, TileConfig, TileKernel, RT_PART_STORAGE};
 
 /// BR candidates, preferred first: BR = 64 halves the K/V re-reads of BR = 32.
 const BR_CANDIDATES: &[u32] = &[64, 32, 16, 8, 4];

@@ -10,9 +10,7 @@ use crate::kernels::tiled_coop_vk::{self, Build};
 use crate::kernels::{buf, check_binding, tiled_bwd, tiled_coop, tiled_coop_bwd};
 use crate::plan::{save, Dispatch, Plan, Role};
 use crate::problem::Problem;
-pub use crate::tile::{
-    TileChoice, TileConfig, TileKernel, TileRequest, TileUsed, RT_PART_STORAGE, RT_STORAGE,
-};
+pub use crate::tile::{TileChoice, TileConfig, TileKernel, TileRequest, TileUsed, RT_PART_STORAGE};
 
 /// `tiled`: the tile configuration of [`Problem::tile`] when one is imposed (refused with the reason
 /// when it does not fit), else the default ([`choose`]).
