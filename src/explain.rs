@@ -599,7 +599,7 @@ pub fn dropout_pitfall(p: &Problem, with: &VariantRun, without: &VariantRun) -> 
 }
 
 /// PyTorch's autograd kernels per backward at B8 H16 N1024 D64 causal on the H200 (PyTorch 2.11,
-/// `bench/torch_sdpa.py --backward`, results/h200/2026-12-04-v20-backward/torch_bwd_*_N1024.json):
+/// `bench/torch_sdpa.py --backward`, results/EXPERIMENTS.md, v20-backward/torch_bwd_*_N1024.json):
 /// (code, f32, f16).
 pub const TORCH_BACKWARD_KERNELS: &[(&str, u32, u32)] = &[
     ("naive (q@kᵀ, *scale, masked_fill, softmax, @v)", 9, 9),

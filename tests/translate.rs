@@ -18,7 +18,7 @@
 //! without it.
 //!
 //! And workgroup storage, which is what limits the cooperative-matrix kernels on the H200
-//! (results/h200/2026-12-04-v34-bwd-kv-direct): every kernel's workgroup arrays, after its pipeline
+//! (results/EXPERIMENTS.md, v34-bwd-kv-direct): every kernel's workgroup arrays, after its pipeline
 //! constants, fit the smallest adapter its plan was accepted for (else pipeline creation fails
 //! where the variant should have been refused with a reason), and equal what the fused plans
 //! report as `workgroup_storage_bytes`.

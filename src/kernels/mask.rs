@@ -7,7 +7,7 @@ use crate::plan::{grid_2d, Access, Dispatch, Params};
 use crate::problem::Problem;
 
 /// Rows of S per workgroup of `causal_rows`. On the H200 at B8 H16 N1024 f32
-/// (results/h200/2026-12-02-v5): 1 row 145.9 µs, 2 rows 91.9, 4 rows 95.6, 8 rows 103.4.
+/// (results/EXPERIMENTS.md, v5): 1 row 145.9 µs, 2 rows 91.9, 4 rows 95.6, 8 rows 103.4.
 pub const CAUSAL_ROWS: u64 = 2;
 
 /// `to` = a copy of `from` (both `[count, N, N]` f32): a full read and write of N x N.

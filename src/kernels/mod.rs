@@ -357,7 +357,7 @@ pub(crate) fn mask_read_bytes(p: &Problem, count: u64) -> u64 {
 /// point uses, with the dispatch's pipeline constants applied, each rounded up to 16 bytes as
 /// WebGPU counts them against `maxComputeWorkgroupStorageSize`. On-chip bytes, so not part of a
 /// dispatch's traffic; what the cooperative-matrix kernels showed to limit how many workgroups an
-/// SM holds (results/h200/2026-12-04-v34-bwd-kv-direct). None if naga cannot read the source.
+/// SM holds (results/EXPERIMENTS.md, v34-bwd-kv-direct). None if naga cannot read the source.
 pub fn workgroup_bytes(
     shader: &crate::plan::Shader,
     entry: &str,

@@ -29,7 +29,7 @@ pub const MAX_ROWS: u32 = 16;
 /// - otherwise (shaders/split_kv.wgsl) the group's lane sets form a key group, a lane set per
 ///   query head, each loading the same K/V words.
 ///
-/// On the H200 (Hq 32, Hkv 8, D 128, N 1, f16; one lease, results/h200/2026-12-04-v31-*) the
+/// On the H200 (Hq 32, Hkv 8, D 128, N 1, f16; one lease, results/EXPERIMENTS.md, v31-*) the
 /// first took B16 M65536 from 2322 to 1418 µs and B16 M16384 from 501 to 342: the same
 /// registers hold 4x the unique K/V rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,7 +120,7 @@ pub fn layout(p: &Problem, caps: &AdapterCaps) -> Result<Layout, String> {
         WG / kw / p.group()
     };
     // Fewer keys in flight where M is too short to give every slice a block of them (the H200
-    // figures: 16 rows in flight beat 8 by 5-15 % at M >= 16384, results/h200/2026-12-04-v25-*).
+    // figures: 16 rows in flight beat 8 by 5-15 % at M >= 16384, results/EXPERIMENTS.md, v25-*).
     let rows = p.batch as u64 * p.kv_heads as u64 * p.seq as u64;
     let want = TARGET_WORKGROUPS.div_ceil(rows);
     let blocks = |u: u32| (p.kv_seq as u64).div_ceil((groups * u) as u64);

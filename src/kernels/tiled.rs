@@ -58,7 +58,7 @@ pub fn config_for(
             }
             // Key blocks of 32 by default: on the H200 they beat blocks of 64 by 2.2x (fewer
             // registers and 32 KiB instead of 48 KiB a workgroup: more workgroups per SM;
-            // results/h200/2026-12-03-v15-rt2-ab).
+            // results/EXPERIMENTS.md, v15-rt2-ab).
             let cfg = TileConfig {
                 kernel: TileKernel::Rt2,
                 br: 64,
@@ -337,7 +337,7 @@ pub fn attention(
                     dropout = drop
                 )
             },
-            // Measured on the H200 at B8 H16 N1024 D64 causal (results/h200/2026-12-03-v16-rt2-knobs):
+            // Measured on the H200 at B8 H16 N1024 D64 causal (results/EXPERIMENTS.md, v16-rt2-knobs):
             // D as a pipeline constant 968 µs f32 against 1677 with D read at run time (the loops
             // over d unroll); the register prefetch of the next K/V block 862 against 968 µs (f16
             // 802 against 878, bf16 799 against 875).

@@ -16,7 +16,7 @@ use crate::tile::TileConfig;
 pub const STORAGE: u64 = crate::tile::COOP_STORAGE;
 /// The widest head tiled_coop_rt2.wgsl takes. Two row tiles a subgroup (each K and V matrix
 /// feeding two products, staging and barriers paid once per 32 rows) measured on the H200 (B8 H16
-/// causal f16, one lease, results/h200/2026-12-04-v29-coop-rt2): D = 64 N = 1024 323.8 -> 269.3
+/// causal f16, one lease, results/EXPERIMENTS.md, v29-coop-rt2): D = 64 N = 1024 323.8 -> 269.3
 /// µs, N = 4096 3667.5 -> 2789.7; at D = 128 the two-tile code was slower than one tile (635.4
 /// against 442.4: twice the registers for Q and the accumulators), so wider heads keep
 /// tiled_coop.wgsl.
@@ -26,7 +26,7 @@ pub const MAX_HEAD_DIM: u32 = 256;
 
 /// Keys per block (fixed in the kernel): one 16 x 16 score tile per subgroup and block. Measured
 /// on the H200 in one lease with the kernel's block size as a pipeline constant
-/// (results/h200/2026-12-04-v26-coop-wide, B8 H16 N1024 causal f16): at D = 64, 16 keys 331.4 µs,
+/// (results/EXPERIMENTS.md, v26-coop-wide, B8 H16 N1024 causal f16): at D = 64, 16 keys 331.4 µs,
 /// 32 keys 419.3, 64 keys 344.9 (N = 4096: 3794.8 / 4675.0 / 3837.1); at D = 128, 16 keys 450.8
 /// against 32 keys 503.5. Smaller blocks leave more workgroups resident (16896 bytes of
 /// workgroup storage at D = 64 against 43008 with 64 keys). Two K/V stages with one workgroup
@@ -62,7 +62,7 @@ pub fn input_bytes(p: &Problem) -> u64 {
 
 /// tiled_coop.wgsl's choices (see the kernel), as measured on the H200 at B8 H16 N1024 D64 causal
 /// f16: how P enters P V (`LO` = 0, P in one f16 as FlashAttention does: 450.7 µs against 474.5
-/// for 2, hi + unscaled lo, in one lease, results/h200/2026-12-03-v15-rt2-ab; it passes PyTorch's
+/// for 2, hi + unscaled lo, in one lease, results/EXPERIMENTS.md, v15-rt2-ab; it passes PyTorch's
 /// rule (error 1.0-1.7x the low-precision twin's) and fails `--tolerance strict`, which
 /// `--override LO=2` passes), the lazy-rescale threshold (`TAU` = 8; 0,
 /// FlashAttention-2's rescale on every new maximum, was 14 % slower in v5) and the register

@@ -21,7 +21,7 @@ use crate::problem::Problem;
 /// Keys per bwd_kv workgroup: 16 per subgroup, four subgroups.
 pub const KV_BLOCK: u64 = 64;
 /// Query rows per bwd_q workgroup: 16 per subgroup, eight subgroups (four were 3 % slower on the
-/// H200: results/h200/2026-12-04-v34-bwd-kv-direct; eight were 13 % slower for bwd_kv).
+/// H200: results/EXPERIMENTS.md, v34-bwd-kv-direct; eight were 13 % slower for bwd_kv).
 pub const Q_BLOCK: u64 = 128;
 /// Query rows (bwd_kv) or keys (bwd_q) per step of the walk.
 pub const STEP: u64 = 16;
@@ -33,7 +33,7 @@ pub const MAX_HEAD_DIM: u32 = 64;
 /// 2 x 16 x (d + 8) f16 (K and V are read as matrices straight from device memory), P then dS
 /// 4 x 256 f16, Sᵀ then dPᵀ 4 x 256 f32, L and D 2 x 16 f32; bwd_q: K/V staging 2 x 16 x (d + 8)
 /// f16, dS 8 x 256 f16, S then dP 8 x 256 f32. Workgroup storage is what limits these kernels on
-/// the H200 (results/h200/2026-12-04-v34-bwd-kv-direct): keep it small.
+/// the H200 (results/EXPERIMENTS.md, v34-bwd-kv-direct): keep it small.
 pub fn storage(d: u32) -> u64 {
     let staging = 2 * STEP * (d as u64 + 8) * 2;
     let kv = staging + 1024 * 2 + 1024 * 4 + 2 * 16 * 4;

@@ -30,7 +30,7 @@ use crate::tile::{TileConfig, TileKernel};
 pub const HEAD_DIM: u32 = 64;
 /// 16-row tiles a subgroup owns in the variant's build (the kernel's ROWS; 1 or 2 are compiled,
 /// BR = 64 ROWS rows a workgroup of four subgroups). Measured on the H200 at B8 H16 D64 causal
-/// f16 (results/h200/2026-12-05-v36-coop-vk-layout): ROWS = 2 is 3 % slower at N = 1024 (171.9
+/// f16 (results/EXPERIMENTS.md, v36-coop-vk-layout): ROWS = 2 is 3 % slower at N = 1024 (171.9
 /// vs 177.5 µs: half as many workgroups, 1024 for 132 SMs) and 8 % faster at N = 4096 (1901 vs
 /// 1747 µs: each K/V matrix load from workgroup memory serves two row tiles), so two tiles from
 /// N = [`ROWS2_FROM`] query rows.

@@ -392,7 +392,7 @@ pub const VARIANTS: &[Variant] = &[
         requires: F16_MATRICES,
         fully_masked: Semantics::Zero,
         // First where it runs: on the H200 it passes every validation run and is 5x faster than
-        // `tiled` at f16 (results/h200/2026-12-02-v5).
+        // `tiled` at f16 (results/EXPERIMENTS.md, v5).
         auto_rank: 5,
         build: tiled::build_coop,
         excludes: &[],
@@ -407,7 +407,7 @@ pub const VARIANTS: &[Variant] = &[
         requires: F16_MATRICES,
         fully_masked: Semantics::Zero,
         // Before `tiled-coop` where both run: on the H200 its forward is 1.6x faster at N = 1024
-        // and its backward 2x faster at N = 4096 (results/h200/2026-12-05-v36-coop-vk-layout).
+        // and its backward 2x faster at N = 4096 (results/EXPERIMENTS.md, v36-coop-vk-layout).
         auto_rank: 4,
         build: tiled::build_coop_vk,
         excludes: &[

@@ -25,7 +25,7 @@ impl Schedule {
     /// The default least warm-up time on a GPU adapter. On the H200, split-kv at B16 M16384 (1 GiB
     /// of new K/V buffers) ran its first ~85 forwards (~190 ms) at 2210 µs and every later one at
     /// ~500 µs; at M65536 the first 20 (~200 ms) at 10.2 ms, then 2.32 ms
-    /// (results/h200/2026-12-04-v30-decode-warmup): a warm-up counted in forwards alone measured
+    /// (results/EXPERIMENTS.md, v30-decode-warmup): a warm-up counted in forwards alone measured
     /// the transient as the steady state.
     pub const GPU_WARMUP_MS: f64 = 500.0;
     /// The most unrecorded warm-up forwards the time floor adds.
@@ -44,7 +44,7 @@ impl Schedule {
 
 /// A warning when the recorded forwards' GPU spans drift: the median of the first half and of the
 /// second half differ by more than 25 % (at least 8 spans). A transient the warm-up did not
-/// cover looks like this (results/h200/2026-12-04-v30-decode-warmup: 2210 µs, then 500 µs from
+/// cover looks like this (results/EXPERIMENTS.md, v30-decode-warmup: 2210 µs, then 500 µs from
 /// one forward to the next); noise alone moves both halves alike.
 pub fn drift_warning(spans: &[f64]) -> Option<String> {
     if spans.len() < 8 {
