@@ -22,7 +22,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import torch_sdpa as ts  # noqa: E402
+from sdpa_bench import validation as ts  # noqa: E402
 
 TOL = {"atol": 2e-5, "rtol": 2e-4}
 
