@@ -223,3 +223,37 @@ fn bad_report_input_is_exit_2_and_writes_nothing() {
     );
     check(&[d.join("ok.json")], &d.join("ok.json"), "same file");
 }
+
+/// The page opens with the lesson: a chart (time beside bytes, materialized vs fused, PyTorch in
+/// the same chart) before the first table, and no local path of the machine that ran it.
+#[test]
+fn the_report_opens_with_the_lesson_chart() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fx.join("attn_wgpu_small.json")).unwrap())
+            .unwrap();
+    // A command recorded with the binary's path (as files before the fix were).
+    run["command"] = "/home/someone/build/target/release/attn-wgpu run --variant all".into();
+    let runf = d.join("run.json");
+    std::fs::write(&runf, run.to_string()).unwrap();
+    let page = d.join("r.html");
+    ok(bin()
+        .arg("report")
+        .arg(&runf)
+        .arg(fx.join("torch_sdpa_small.json"))
+        .arg("-o")
+        .arg(&page));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let (svg, table) = (html.find("<svg").unwrap(), html.find("<table").unwrap());
+    assert!(svg < table, "first <svg> at {svg}, first <table> at {table}");
+    let lesson = &html[svg..html[svg..].find("</svg>").unwrap() + svg];
+    for needle in ["unfused-inplace", "tiled", "torch:", "bytes moved", "materialized"] {
+        assert!(lesson.contains(needle), "the chart lacks `{needle}`");
+    }
+    // Fused (blue) and materialized (orange) bars both drawn.
+    assert!(lesson.contains("#2b6cb0") && lesson.contains("#d9822b"));
+    assert!(!html.contains("/home/someone"), "a local path is shown");
+    assert!(html.contains("<code>attn-wgpu run --variant all</code>"));
+}

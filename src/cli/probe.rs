@@ -47,7 +47,7 @@ pub fn cmd_probe(a: ProbeArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    let cmd = std::env::args().collect::<Vec<_>>().join(" ");
+    let cmd = attn_wgpu::report::json::command_line();
     let t0 = Instant::now();
     let p = probe::run_probe(&gpu, size, a.reps, cmd)?;
     println!("Adapter   : {}", p.key);

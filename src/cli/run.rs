@@ -595,7 +595,7 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         let file = json::ResultsFile {
             schema_version: json::SCHEMA_VERSION,
             tool: "attn-wgpu",
-            command: std::env::args().collect::<Vec<_>>().join(" "),
+            command: json::command_line(),
             seed: p.seed,
             versions: json::versions(),
             adapter: &gpu.report,

@@ -147,7 +147,7 @@ pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
         &serde_json::json!({
             "schema_version": 1,
             "tool": "attn-wgpu sweep",
-            "command": std::env::args().collect::<Vec<_>>().join(" "),
+            "command": json::command_line(),
             "versions": json::versions(),
             "adapter": &gpu.report,
             "problem": &base,

@@ -148,7 +148,7 @@ pub fn cmd_tune(a: TuneArgs) -> anyhow::Result<u8> {
         );
         return Ok(3);
     };
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let command = attn_wgpu::report::json::command_line();
     file.entries.insert(
         class.key(),
         TuneEntry {

@@ -38,6 +38,12 @@ pub struct Entry {
     /// attn-wgpu: all buffers of the plan; torch: peak allocated during one forward.
     pub memory_bytes: Option<u64>,
     pub verdict: Option<String>,
+    /// attn-wgpu: the plan's estimated bytes read + written (forward, or backward on a backward
+    /// row); None for PyTorch, whose traffic is not modelled.
+    pub bytes_moved: Option<u64>,
+    /// Whether the N x N scores reach device memory: attn-wgpu plans with N x N buffers, and
+    /// PyTorch's naive / naive-inplace / math; fused kernels (and flash, efficient, cuDNN) not.
+    pub materialized: Option<bool>,
 }
 
 impl Entry {
@@ -150,6 +156,19 @@ pub fn parse_value(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
         let memory_bytes = m["peak_allocated_bytes"]
             .as_u64()
             .or_else(|| m["total_bytes"].as_u64());
+        let tr = &r["traffic"];
+        let bytes_moved = if torch {
+            None
+        } else {
+            r["training"]["forward_bytes"].as_u64().or_else(|| {
+                Some(tr["reads_bytes"].as_u64()? + tr["writes_bytes"].as_u64()?)
+            })
+        };
+        let materialized = if torch {
+            Some(matches!(name, "naive" | "naive-inplace" | "math"))
+        } else {
+            m["n_by_n_buffers"].as_array().map(|b| !b.is_empty())
+        };
         out.push(Entry {
             file: file.into(),
             tool: tool.clone(),
@@ -168,6 +187,8 @@ pub fn parse_value(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
             kernels,
             memory_bytes,
             verdict: s(&r["validation"]["verdict"]),
+            bytes_moved,
+            materialized,
         });
         // A training run's backward as a row of its own, `<variant> (backward)`: attn-wgpu's
         // `training` (backward dispatches' GPU time, the step's peak memory, the gradients'
@@ -198,6 +219,7 @@ pub fn parse_value(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
                     .as_u64()
                     .or_else(|| b["training_peak_allocated_bytes"].as_u64()),
                 verdict,
+                bytes_moved: t["backward_bytes"].as_u64(),
                 ..last
             });
         }
@@ -266,6 +288,8 @@ fn parse_sweep(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
             kernels: pt["dispatches"].as_u64(),
             memory_bytes: pt["memory_bytes"].as_u64(),
             verdict: s(&pt["verdict"]),
+            bytes_moved: pt["bytes_moved"].as_u64(),
+            materialized: pt["n_by_n_bytes"].as_u64().map(|b| b > 0),
         });
     }
     Ok(out)

@@ -17,6 +17,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::report::compare::{self, Entry};
+use crate::report::lesson;
 use crate::sweep::{plot_svg, Series};
 
 /// A result file, read and parsed.
@@ -59,6 +60,8 @@ pub fn page(inputs: &[Input]) -> String {
         env!("CARGO_PKG_VERSION"),
         esc(option_env!("ATTN_WGPU_GIT_COMMIT").unwrap_or("unknown"))
     );
+    let entries = entries(inputs);
+    lesson(&mut s, &entries);
     for i in inputs {
         match i.value["tool"].as_str() {
             Some("attn-wgpu") => run_section(&mut s, i),
@@ -67,7 +70,7 @@ pub fn page(inputs: &[Input]) -> String {
             _ => {}
         }
     }
-    comparison(&mut s, inputs);
+    comparison(&mut s, &entries);
     s.push_str("</body></html>\n");
     s
 }
@@ -91,7 +94,7 @@ fn env_table(s: &mut String, v: &Value) {
             format!("{} {}", str_of(&a["driver"]), str_of(&a["driver_info"])),
         ),
         ("backend", str_of(&a["backend"])),
-        ("command", str_of(&v["command"])),
+        ("command", crate::report::json::binary_by_name(&str_of(&v["command"]))),
     ];
     s.push_str("<table>");
     for (k, x) in rows {
@@ -491,18 +494,50 @@ fn torch_section(s: &mut String, i: &Input) {
     s.push_str("</table>\n");
 }
 
-/// `compare`'s table ([`compare::grid`]): a row per (variant, shape, dtype), a column per
-/// adapter / backend, the median forward time in each cell.
-fn comparison(s: &mut String, inputs: &[Input]) {
-    let entries: Vec<Entry> = inputs
+/// Every row of every file, as `compare` reads them.
+fn entries(inputs: &[Input]) -> Vec<Entry> {
+    inputs
         .iter()
         .filter_map(|i| compare::parse_value(&i.name, &i.value).ok())
         .flatten()
-        .collect();
+        .collect()
+}
+
+/// The most lesson charts the page opens with; the rest of the problems are in the tables.
+const LESSON_CHARTS: usize = 8;
+
+/// The page's first picture ([`lesson`]): time beside bytes per variant, per problem.
+fn lesson(s: &mut String, entries: &[Entry]) {
+    let groups = lesson::groups(entries);
+    if groups.is_empty() {
+        return;
+    }
+    s.push_str(
+        "<h2>Where the time goes: GPU time beside bytes moved</h2>\n<p class=\"muted\">Every \
+         variant does the same FLOPs; the materialized ones (orange) write the N×N scores to \
+         device memory and read them back, the fused ones (blue) keep them on chip. PyTorch's \
+         rows, on the same GPU, are paler.</p>\n",
+    );
+    for g in groups.iter().take(LESSON_CHARTS) {
+        s.push_str(&lesson::svg(g));
+        s.push('\n');
+    }
+    if groups.len() > LESSON_CHARTS {
+        let _ = writeln!(
+            s,
+            "<p class=\"muted\">{} more problems in the comparison table at the end.</p>",
+            groups.len() - LESSON_CHARTS
+        );
+    }
+}
+
+/// `compare`'s table ([`compare::grid`]): a row per (variant, shape, dtype), a column per
+/// adapter / backend, the median forward time in each cell.
+fn comparison(s: &mut String, entries: &[Entry]) {
     if entries.is_empty() {
         return;
     }
-    let g = compare::grid(&entries);
+    let g = compare::grid(entries);
     s.push_str(
         "<h2>Comparison (median forward time)</h2><table><tr><th class=\"l\">variant</th>\
          <th class=\"l\">shape</th><th class=\"l\">dtype</th>",

@@ -57,12 +57,54 @@ pub struct ResultsFile<'a> {
     pub dropout: Option<crate::dropout::Dropout>,
 }
 
-/// Writes `value` as pretty JSON to `path` atomically.
+/// Writes `value` as compact JSON (one line) to `path` atomically: a `run --variant all` result holds
+/// every sample of every dispatch, and pretty-printing doubled its size (`jq .` indents it).
 pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let mut text = serde_json::to_string_pretty(value).map_err(|e| Error::Io {
+    let mut text = serde_json::to_string(value).map_err(|e| Error::Io {
         path: path.display().to_string(),
         source: std::io::Error::other(e.to_string()),
     })?;
     text.push('\n');
     crate::outfile::write_atomic(path, text.as_bytes())
+}
+
+/// This process's command line as the user typed it, with the binary by its file name (no path
+/// of the machine that ran it), each argument quoted where a shell would need it; lossy where an
+/// argument is not UTF-8 (never a panic).
+pub fn command_line() -> String {
+    let mut args = std::env::args_os();
+    let bin = args.next().map_or_else(
+        || "attn-wgpu".to_string(),
+        |a| {
+            Path::new(&a)
+                .file_name()
+                .map_or("attn-wgpu".into(), |n| n.to_string_lossy().into_owned())
+        },
+    );
+    std::iter::once(bin)
+        .chain(args.map(|a| shell_quote(&a.to_string_lossy())))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `s` as a shell reads it back: as is when it holds only safe characters, else in single quotes.
+fn shell_quote(s: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./=,:@%+".contains(c);
+    if !s.is_empty() && s.chars().all(safe) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// A recorded command for display: its first word (the binary) by file name, so that files
+/// written before [`command_line`] show no local path either.
+pub fn binary_by_name(cmd: &str) -> String {
+    match cmd.split_once(' ') {
+        Some((bin, rest)) if bin.contains('/') && !bin.starts_with("python") => {
+            format!("{} {rest}", bin.rsplit('/').next().unwrap_or(bin))
+        }
+        None if cmd.contains('/') => cmd.rsplit('/').next().unwrap_or(cmd).to_string(),
+        _ => cmd.to_string(),
+    }
 }

@@ -3,6 +3,7 @@
 pub mod compare;
 pub mod html;
 pub mod json;
+pub mod lesson;
 pub mod roofline;
 pub mod stats;
 pub mod table;
