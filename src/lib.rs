@@ -5,6 +5,7 @@
 //! dispatch; the reports read the plan and the measurements side by side.
 
 pub mod budget;
+pub mod device;
 pub mod dropout;
 pub mod error;
 pub mod explain;
@@ -20,6 +21,7 @@ pub mod reference;
 pub mod report;
 pub mod run;
 pub mod sweep;
+pub mod text;
 pub mod tile;
 pub mod tune;
 pub mod validate;

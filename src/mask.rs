@@ -99,7 +99,7 @@ pub fn normalize(
         if kp.len() != p.batch as usize {
             return Err(Error::InvalidProblem(format!(
                 "--key-padding has {} {kp:?}, expected one per batch element (B={})",
-                crate::report::table::count(kp.len() as u64, "length", "lengths"),
+                crate::text::count(kp.len() as u64, "length", "lengths"),
                 p.batch
             )));
         }

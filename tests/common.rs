@@ -29,7 +29,7 @@ pub fn gpu() -> &'static Gpu {
         };
         // Every variant's features, and SHADER_F16 (the command line asks for it for `--dtype
         // f16`), so that the f16 kernels run here wherever the adapter has it.
-        match Gpu::open(
+        match attn_wgpu::device::open(
             &sel,
             attn_wgpu::variants::features_for(&attn_wgpu::variants::names())
                 | wgpu::Features::SHADER_F16,

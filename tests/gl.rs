@@ -20,7 +20,7 @@ fn gl() -> Gpu {
         backend: Some("gl".into()),
         name: None,
     };
-    match Gpu::open(
+    match attn_wgpu::device::open(
         &sel,
         attn_wgpu::variants::features_for(&attn_wgpu::variants::names()),
     ) {

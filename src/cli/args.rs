@@ -50,7 +50,7 @@ impl AdapterSel {
     /// Opens the selected adapter with these features and the wait limit.
     pub fn open(&self, wanted: wgpu::Features) -> anyhow::Result<attn_wgpu::gpu::Gpu> {
         let timeout = self.timeout()?;
-        let mut gpu = attn_wgpu::gpu::Gpu::open(&self.selection(), wanted)?;
+        let mut gpu = attn_wgpu::device::open(&self.selection(), wanted)?;
         gpu.wait_timeout = timeout;
         Ok(gpu)
     }

@@ -12,7 +12,8 @@ use attn_wgpu::report::table;
 use attn_wgpu::run::run_variant;
 
 use super::args::{AdapterSel, Defaults, ScheduleArgs, ShapeArgs, TileArgs};
-use super::{check_out_path, features_of, find_tune, tile_request, variant_list, write_trace};
+use super::tune::{find_tune, tile_request};
+use super::{check_out_path, features_of, variant_list, write_trace};
 
 const DEFAULTS: Defaults = Defaults {
     batch: 1,

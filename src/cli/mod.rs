@@ -27,8 +27,6 @@ pub mod run;
 pub mod sweep;
 pub mod tune;
 
-pub use tune::{find_tune, tile_request};
-
 /// Bad input that is not a problem parameter (a file, a list): main maps it to exit code 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]

@@ -19,7 +19,8 @@ use attn_wgpu::run::{run_variant, VariantRun};
 use attn_wgpu::{variants, Error};
 
 use super::args::{AdapterSel, ScheduleArgs, ShapeArgs, TileArgs, RUN, RUN_SEQ};
-use super::{check_out_path, find_probe, find_tune, print_roofline, tile_request, write_trace};
+use super::tune::{find_tune, tile_request};
+use super::{check_out_path, find_probe, print_roofline, write_trace};
 
 #[derive(Args)]
 pub struct RunArgs {

@@ -10,7 +10,8 @@ use attn_wgpu::variants::MATERIALIZED;
 use attn_wgpu::{sweep, variants, Error};
 
 use super::args::{AdapterSel, Defaults, ScheduleArgs, ShapeArgs, TileArgs};
-use super::{bad, features_of, find_tune, tile_request, variant_list, FUSED};
+use super::tune::{find_tune, tile_request};
+use super::{bad, features_of, variant_list, FUSED};
 
 const DEFAULTS: Defaults = Defaults {
     batch: 1,

@@ -139,7 +139,7 @@ impl AdapterCaps {
             cooperative_matrix: f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
             passthrough: f.contains(wgpu::Features::PASSTHROUGH_SHADERS),
             coop_layout: CoopLayout::NotProbed(
-                "probed when a run opens a device that could use it".into(),
+                "not probed: the device was opened without attn_wgpu::device::open".into(),
             ),
             max_workgroup_storage: l.max_compute_workgroup_storage_size,
             max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
@@ -392,7 +392,7 @@ impl Gpu {
                 *l = Some(format!("{reason:?}: {msg}"));
             }
         });
-        let mut gpu = Gpu {
+        let gpu = Gpu {
             instance,
             adapter,
             device,
@@ -405,9 +405,6 @@ impl Gpu {
             opened_at: t0,
             wait_timeout: Gpu::DEFAULT_TIMEOUT,
         };
-        gpu.caps.coop_layout = gpu.coop_layout();
-        // A property of the adapter's driver: reports show it with the adapter.
-        gpu.report.caps.coop_layout = gpu.caps.coop_layout.clone();
         Ok(gpu)
     }
 
@@ -440,14 +437,11 @@ impl Gpu {
         }
     }
 
-    /// The cooperative-matrix element layout: probed (one 32-invocation dispatch) where the
-    /// `tiled-coop-vk` kernel could run, else why not.
-    fn coop_layout(&self) -> CoopLayout {
-        use crate::kernels::tiled_coop_vk;
-        match tiled_coop_vk::device_check(&self.caps) {
-            Ok(()) => tiled_coop_vk::probe(self, tiled_coop_vk::Build::Device),
-            Err(why) => CoopLayout::NotProbed(why),
-        }
+    /// Records the cooperative-matrix element layout a probe found ([`crate::device::open`]): a
+    /// property of the adapter's driver, so reports show it with the adapter.
+    pub fn set_coop_layout(&mut self, layout: CoopLayout) {
+        self.caps.coop_layout = layout.clone();
+        self.report.caps.coop_layout = layout;
     }
 
     /// Runs `f` inside validation and out-of-memory error scopes; any error becomes `Error::Gpu`

@@ -160,12 +160,13 @@ pub fn parse_value(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
         let bytes_moved = if torch {
             None
         } else {
-            r["training"]["forward_bytes"].as_u64().or_else(|| {
-                Some(tr["reads_bytes"].as_u64()? + tr["writes_bytes"].as_u64()?)
-            })
+            r["training"]["forward_bytes"]
+                .as_u64()
+                .or_else(|| Some(tr["reads_bytes"].as_u64()? + tr["writes_bytes"].as_u64()?))
         };
         let materialized = if torch {
-            Some(matches!(name, "naive" | "naive-inplace" | "math"))
+            // PyTorch's fused SDPA backends; its naive code and SDPA's math path materialize.
+            Some(!matches!(name, "flash" | "efficient" | "cudnn"))
         } else {
             m["n_by_n_buffers"].as_array().map(|b| !b.is_empty())
         };

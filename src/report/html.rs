@@ -94,7 +94,10 @@ fn env_table(s: &mut String, v: &Value) {
             format!("{} {}", str_of(&a["driver"]), str_of(&a["driver_info"])),
         ),
         ("backend", str_of(&a["backend"])),
-        ("command", crate::report::json::binary_by_name(&str_of(&v["command"]))),
+        (
+            "command",
+            crate::report::json::binary_by_name(&str_of(&v["command"])),
+        ),
     ];
     s.push_str("<table>");
     for (k, x) in rows {

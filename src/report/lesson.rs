@@ -134,7 +134,11 @@ pub fn svg(g: &Group) -> String {
         let op = if torch { "0.45" } else { "1" };
         let c = colour(e);
         let t = e.median_us.unwrap_or(0.0);
-        let tlen = if tmax > 0.0 { (t / tmax) * (tw - 90.0) } else { 0.0 };
+        let tlen = if tmax > 0.0 {
+            (t / tmax) * (tw - 90.0)
+        } else {
+            0.0
+        };
         let _ = write!(
             s,
             "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\

@@ -11,11 +11,7 @@ use crate::run::VariantRun;
 /// below fails if a longer one is registered.
 const NAME_W: usize = 19;
 
-/// `n` and the noun, singular for 1: `count(1, "dispatch", "dispatches")` = "1 dispatch".
-pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
-    let n = n.into();
-    format!("{n} {}", if n == 1 { one } else { many })
-}
+pub use crate::text::count;
 
 pub fn bytes(b: u64) -> String {
     let b = b as f64;

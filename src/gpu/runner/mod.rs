@@ -6,6 +6,7 @@
 //! |------------------|----------------------------------------------------------------|
 //! | `mod.rs`         | the runner and `execute`: the order of the phases              |
 //! | `measurement.rs` | the schedule and what is measured (result-file types)          |
+//! | `keys.rs`        | what the caches are keyed by; bind-group layout entries        |
 //! | `pipelines.rs`   | shader modules, explicit bind-group layouts, pipelines (cached) |
 //! | `resources.rs`   | buffers, uploads, bind groups                                  |
 //! | `encode.rs`      | recording, submitting and timing forwards                      |
@@ -25,16 +26,17 @@ use crate::problem::Inputs;
 use crate::{Error, Result};
 
 mod encode;
+mod keys;
 mod measurement;
 mod pipelines;
 mod readback;
 mod resources;
 
+pub use keys::layout_entries;
+use keys::{LayoutKey, PipelineKey, SourceKey};
 pub use measurement::{
     ColdCall, CompileSample, ForwardSample, HostSpan, Measurement, Schedule, WarmupFloor,
 };
-pub use pipelines::layout_entries;
-use pipelines::{LayoutKey, PipelineKey, SourceKey};
 use resources::Prepared;
 
 pub struct Runner<'g> {
@@ -132,9 +134,9 @@ impl<'g> Runner<'g> {
         // 1. Buffers, 2. uploads, 3. pipelines (shader compilation: the cold call only),
         // 4. bind groups.
         let t_start = Instant::now();
-        let buffers = self.create_buffers(plan)?;
+        let buffers = resources::create_buffers(self.gpu, plan)?;
         let t_buffers = Instant::now();
-        self.upload(plan, inputs, &buffers)?;
+        resources::upload(self.gpu, plan, inputs, &buffers)?;
         let t_upload = Instant::now();
         let mut pipelines = Vec::with_capacity(plan.dispatches.len());
         let mut compiles = Vec::with_capacity(plan.dispatches.len());
@@ -144,7 +146,7 @@ impl<'g> Runner<'g> {
             compiles.push(c);
         }
         let t_pipelines = Instant::now();
-        let bind_groups = self.bind_groups(plan, &pipelines, &buffers)?;
+        let bind_groups = resources::bind_groups(self.gpu, plan, &pipelines, &buffers)?;
         let t_bind = Instant::now();
         let prepared = Prepared {
             buffers,

@@ -2,54 +2,16 @@
 //!
 //! Layouts are explicit, built from what the plan declares (vello's declared binding types turned
 //! into layouts): binding 0 is the dispatch's `Params` uniform, bindings 1.. are the dispatch's
-//! storage buffers in order, read-only where the plan says [`Access::Read`]. wgpu checks every
+//! storage buffers in order, read-only where the plan says [`crate::plan::Access::Read`]. wgpu checks every
 //! pipeline against its layout, so a plan whose declared access differs from the kernel's WGSL
 //! fails at pipeline creation with wgpu's message instead of being silently inferred.
 
 use std::time::Instant;
 
+use super::keys::{layout_entries, source_key, LayoutKey, PipelineKey};
 use super::{CompileSample, Runner};
-use crate::plan::{Access, Dispatch, Shader};
+use crate::plan::{Dispatch, Shader};
 use crate::Result;
-
-/// A kernel's [`Shader::identity`].
-pub(super) type SourceKey = (usize, usize, usize);
-/// The storage bindings' access, in binding order: what a layout is made of.
-pub(super) type LayoutKey = Vec<Access>;
-pub(super) type PipelineKey = (SourceKey, &'static str, Vec<(String, u64)>, LayoutKey);
-
-pub(super) fn source_key(s: &Shader) -> SourceKey {
-    s.identity()
-}
-
-/// The layout entries of a dispatch: the uniform at 0, then one storage buffer per binding.
-pub fn layout_entries(access: &[Access]) -> Vec<wgpu::BindGroupLayoutEntry> {
-    let mut entries = vec![wgpu::BindGroupLayoutEntry {
-        binding: 0,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Uniform,
-            has_dynamic_offset: false,
-            min_binding_size: None,
-        },
-        count: None,
-    }];
-    for (i, a) in access.iter().enumerate() {
-        entries.push(wgpu::BindGroupLayoutEntry {
-            binding: i as u32 + 1,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage {
-                    read_only: *a == Access::Read,
-                },
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
-            count: None,
-        });
-    }
-    entries
-}
 
 impl Runner<'_> {
     /// The bind-group layout for `access` (cached).
