@@ -136,10 +136,7 @@ fn paths_after(line: &str, prefix: &str) -> Vec<Vec<String>> {
         }
         let mut segs = Vec::new();
         let mut r = rest;
-        loop {
-            let Some(tail) = r.strip_prefix("::") else {
-                break;
-            };
+        while let Some(tail) = r.strip_prefix("::") {
             if let Some(group) = tail.strip_prefix('{') {
                 let body = &group[..group.find('}').unwrap_or(group.len())];
                 for item in body.split(',') {
