@@ -320,17 +320,103 @@ enum Selection {
 pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     // 1. Everything the user typed, before touching the GPU or generating anything.
     let schedule = a.schedule.schedule(&RUN, a.host_reps)?;
-    let selection = match a.variant.as_str() {
+    let selection = selection(&a.variant)?;
+    let forced_tile = a.tile.forced()?;
+    let overrides = a.tile.overrides()?;
+    check_tile_variant(&forced_tile, &selection)?;
+    let grad_files = check_outputs(&a, &selection)?;
+    let (mut p, mut x, file_dtype) = problem(&a)?;
+    p.overrides = overrides;
+    if a.save_inputs.is_some() {
+        check_keep_size(&p)?;
+    }
+    let d_o = match &a.d_o {
+        Some(path) => Some(read_d_o(path, &p, file_dtype.zip(a.q.as_deref()))?),
+        None => None,
+    };
+    // 2. The host must hold the inputs, the read-back and every kept output.
+    let n_runs = match &selection {
+        Selection::All => variants::names().len(),
+        _ => 1,
+    };
+    attn_wgpu::budget::check_host(&p, n_runs)?;
+    // 3. The adapter, and the variants that run on it (a named one that cannot is refused now,
+    //    exit 4, before any input exists).
+    let Opened {
+        gpu,
+        probe,
+        names,
+        auto_choice,
+    } = open_adapter(&a, &mut p, selection, forced_tile)?;
+    // 4. The inputs, then the runs.
+    if file_dtype.is_none() {
+        let bias = x.bias.take();
+        x = Inputs::generate(&p);
+        x.bias = bias;
+    } else if p.backward {
+        x.d_o = Some(Inputs::generate_d_o(&p));
+    }
+    if d_o.is_some() {
+        x.d_o = d_o;
+    }
+    if let Some(d) = &a.save_inputs {
+        save_inputs(d, &p, &x)?;
+        eprintln!("inputs written to {}", d.display());
+    }
+    print!("{}", table::header(&gpu.report, &p, &schedule));
+    if let Some(c) = &auto_choice {
+        print!("{}", table::auto(c));
+    }
+    let mut runner = Runner::new(&gpu)?;
+    runner.set_bounds_checks(a.bounds_checks == "on");
+    let mut runs = run_all(&gpu, &mut runner, &p, &x, &names, schedule, a.verbose)?;
+    print_runs(&probe, &runs, &p, a.verbose);
+    // 5. The outputs: every file the user asked for, then the verdict.
+    let roofline_source = probe.as_ref().map(|(f, path)| {
+        roofline::annotate(f, &mut runs, p.dtype.name());
+        roofline::source(f, path, &attn_wgpu::probe::key(&gpu.report), p.dtype.name())
+    });
+    let failed: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.ran() && !r.passed())
+        .map(|r| r.variant.as_str())
+        .collect();
+    let done = Done {
+        gpu: &gpu,
+        runner: &runner,
+        p: &p,
+        schedule,
+        runs: &runs,
+        auto_choice: auto_choice.as_ref(),
+        roofline_source,
+        failed: !failed.is_empty(),
+    };
+    write_outputs(&a, &grad_files, &done)?;
+    if !failed.is_empty() {
+        eprintln!("validation FAILED: {}", failed.join(", "));
+        return Ok(3);
+    }
+    Ok(0)
+}
+
+/// `--variant`: all, auto or one registered name (exit 2 naming an unknown one).
+fn selection(variant: &str) -> anyhow::Result<Selection> {
+    Ok(match variant {
         "all" => Selection::All,
         "auto" => Selection::Auto,
         name => {
             variants::find(name)?;
             Selection::One(name.to_string())
         }
-    };
-    let forced_tile = a.tile.forced()?;
-    let overrides = a.tile.overrides()?;
-    if let (Some(_), Selection::One(name)) = (&forced_tile, &selection) {
+    })
+}
+
+/// `--tile` with one named variant: that variant must take a tile (exit 2 otherwise).
+fn check_tile_variant(
+    forced_tile: &Option<attn_wgpu::tile::TileChoice>,
+    selection: &Selection,
+) -> anyhow::Result<()> {
+    if let (Some(_), Selection::One(name)) = (forced_tile, selection) {
         if !variants::find(name).is_ok_and(|v| v.tiles) {
             return Err(bad(format!(
                 "--tile sets the {} variant's kernel; `{name}` has none (use --variant {}, auto or all)",
@@ -339,6 +425,14 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             )));
         }
     }
+    Ok(())
+}
+
+/// Every output path, checked before any work: writable, one variant where the output holds
+/// one, training outputs only with `--backward`, and no output naming an input or another
+/// output (compared as files). Creates the `--save-inputs` folder. Returns the `--grad-out`
+/// files (dq.npy, dk.npy, dv.npy).
+fn check_outputs(a: &RunArgs, selection: &Selection) -> anyhow::Result<Vec<PathBuf>> {
     if let Some(path) = &a.json {
         check_out_path("--json", path)?;
     }
@@ -393,7 +487,6 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     if let Some(h) = &a.html {
         check_out_path("--html", h)?;
     }
-    // Inputs and outputs: no output may name an input or another output (compared as files).
     let saved: Vec<PathBuf> = match &a.save_inputs {
         Some(d) => ["q.npy", "k.npy", "v.npy", "mask.npy", "do.npy", "keep.npy"]
             .iter()
@@ -442,25 +535,27 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             check_out_path("--save-inputs", s)?;
         }
     }
-    // The dtype of the --q/--k/--v files, when the inputs come from files.
-    let (mut p, mut x, file_dtype) = problem(&a)?;
-    p.overrides = overrides;
-    if a.save_inputs.is_some() {
-        check_keep_size(&p)?;
-    }
-    let d_o = match &a.d_o {
-        Some(path) => Some(read_d_o(path, &p, file_dtype.zip(a.q.as_deref()))?),
-        None => None,
-    };
-    let names: Vec<String> = match &selection {
-        Selection::All => variants::names().into_iter().map(String::from).collect(),
-        Selection::Auto => vec![],
-        Selection::One(n) => vec![n.clone()],
-    };
-    // 2. The host must hold the inputs, the read-back and every kept output.
-    attn_wgpu::budget::check_host(&p, names.len().max(1))?;
+    Ok(grad_files)
+}
 
-    // 3. The adapter: features of the variants that may run, and f16 arithmetic for f16 storage.
+/// The adapter a run opened, its probe file, and the variants that will run on it.
+struct Opened {
+    gpu: attn_wgpu::gpu::Gpu,
+    probe: Option<(attn_wgpu::probe::ProbeFile, String)>,
+    names: Vec<String>,
+    auto_choice: Option<variants::AutoChoice>,
+}
+
+/// Opens the adapter with the features of the variants that may run (and f16 arithmetic for
+/// f16 storage), reads its probe file, sets the tile (`--tile`, else the tune cache), and resolves the selection into
+/// the variants that will run: a named one is planned now (exit 4 if it cannot run here), auto
+/// picks one and says why not the others.
+fn open_adapter(
+    a: &RunArgs,
+    p: &mut Problem,
+    selection: Selection,
+    forced_tile: Option<attn_wgpu::tile::TileChoice>,
+) -> anyhow::Result<Opened> {
     let candidates: Vec<String> = match &selection {
         Selection::One(n) => vec![n.clone()],
         _ => variants::names().into_iter().map(String::from).collect(),
@@ -468,58 +563,59 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     let gpu = a.sel.open(super::features_of(&candidates, p.dtype))?;
     let probe = find_probe(&gpu, a.probe.as_deref())?;
     let tuned = find_tune(&gpu, a.tile.tune.as_deref())?;
-    p.tile = tile_request(&gpu, forced_tile, &tuned, &p);
+    p.tile = tile_request(&gpu, forced_tile, &tuned, p);
     if let (Some(path), None) = (&a.tile.tune, &p.tile) {
         eprintln!(
             "note: {} has no entry for `{}`: default tile",
             path.display(),
             attn_wgpu::tune::ShapeClass::of(
                 variants::tile_variants().first().map_or("", |v| v.name()),
-                &p
+                p
             )
             .key()
         );
     }
-    // A named variant that cannot run here is refused now (exit 4), before any input exists.
-    let mut auto_choice = None;
-    let names = match selection {
+    Ok(match selection {
         Selection::One(n) => {
-            variants::plan(&n, &p, &gpu.caps)?;
-            vec![n]
+            variants::plan(&n, p, &gpu.caps)?;
+            Opened {
+                gpu,
+                probe,
+                names: vec![n],
+                auto_choice: None,
+            }
         }
         Selection::Auto => {
-            let c = variants::auto(&p, &gpu.caps)?;
-            let picked = c.picked.clone();
-            auto_choice = Some(c);
-            vec![picked]
+            let c = variants::auto(p, &gpu.caps)?;
+            Opened {
+                gpu,
+                probe,
+                names: vec![c.picked.clone()],
+                auto_choice: Some(c),
+            }
         }
-        Selection::All => names,
-    };
+        Selection::All => Opened {
+            gpu,
+            probe,
+            names: candidates,
+            auto_choice: None,
+        },
+    })
+}
 
-    // 4. The inputs, then the runs.
-    if file_dtype.is_none() {
-        let bias = x.bias.take();
-        x = Inputs::generate(&p);
-        x.bias = bias;
-    } else if p.backward {
-        x.d_o = Some(Inputs::generate_d_o(&p));
-    }
-    if d_o.is_some() {
-        x.d_o = d_o;
-    }
-    if let Some(d) = &a.save_inputs {
-        save_inputs(d, &p, &x)?;
-        eprintln!("inputs written to {}", d.display());
-    }
-    print!("{}", table::header(&gpu.report, &p, &schedule));
-    if let Some(c) = &auto_choice {
-        print!("{}", table::auto(c));
-    }
-    let mut runner = Runner::new(&gpu)?;
-    runner.set_bounds_checks(a.bounds_checks == "on");
+/// Runs every named variant on the same inputs, a progress bar on a terminal between them (no
+/// ticking thread writes while forwards are timed); `--verbose` prints each as it ends.
+fn run_all(
+    gpu: &attn_wgpu::gpu::Gpu,
+    runner: &mut Runner,
+    p: &Problem,
+    x: &Inputs,
+    names: &[String],
+    schedule: Schedule,
+    verbose: bool,
+) -> anyhow::Result<Vec<VariantRun>> {
     let all = names.len() > 1;
-    let mut runs: Vec<VariantRun> = Vec::new();
-    // Progress on stderr, drawn only on a terminal (indicatif hides it otherwise).
+    let mut runs = Vec::new();
     let bar = indicatif::ProgressBar::with_draw_target(
         Some(names.len() as u64),
         indicatif::ProgressDrawTarget::stderr(),
@@ -528,12 +624,10 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} variants {msg} [{elapsed}]")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    // Drawn between variants only: no ticking thread writes to the terminal while forwards are
-    // being timed.
-    for name in &names {
+    for name in names {
         bar.set_message(name.clone());
         // Name the variant in the error unless the error already does.
-        let r = run_variant(&gpu, &mut runner, &p, &x, name, schedule, all).map_err(|e| {
+        let r = run_variant(gpu, runner, p, x, name, schedule, all).map_err(|e| {
             let named = e.to_string().contains(&format!("`{name}`"));
             let e = anyhow::Error::from(e);
             if named {
@@ -542,53 +636,71 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
                 e.context(format!("variant `{name}`"))
             }
         })?;
-        if a.verbose {
+        if verbose {
             print!("{}", table::variant(&r));
         }
         bar.inc(1);
         runs.push(r);
     }
     bar.finish_and_clear();
-    if a.verbose {
-        // The summary comes last: the verdicts are what stays on the screen.
-        print_roofline(&probe, &runs, p.dtype.name());
+    Ok(runs)
+}
+
+/// The terminal's account of the runs: the compact table, or with `--verbose` the roofline and
+/// the summary last (the verdicts are what stays on the screen); the training table either way.
+fn print_runs(
+    probe: &Option<(attn_wgpu::probe::ProbeFile, String)>,
+    runs: &[VariantRun],
+    p: &Problem,
+    verbose: bool,
+) {
+    if verbose {
+        print_roofline(probe, runs, p.dtype.name());
         if runs.len() > 1 {
-            print!("{}", table::summary(&runs));
+            print!("{}", table::summary(runs));
         }
-        print!("{}", table::training(&runs));
+        print!("{}", table::training(runs));
     } else {
         println!();
-        print!("{}", table::compact(&runs));
-        print!("{}", table::training(&runs));
+        print!("{}", table::compact(runs));
+        print!("{}", table::training(runs));
         println!(
             "(--verbose: per-dispatch times, host phases, traffic, notes and the roofline; --json \
              FILE: everything)"
         );
     }
-    let roofline_source = probe.as_ref().map(|(f, path)| {
-        roofline::annotate(f, &mut runs, p.dtype.name());
-        roofline::source(f, path, &attn_wgpu::probe::key(&gpu.report), p.dtype.name())
-    });
-    let failed: Vec<&str> = runs
-        .iter()
-        .filter(|r| r.ran() && !r.passed())
-        .map(|r| r.variant.as_str())
-        .collect();
-    // A run that failed validation never replaces an earlier file: its files go beside it as
-    // `<stem>.failed.<ext>` when something is already there.
+}
+
+/// What a finished run hands to its outputs.
+struct Done<'a> {
+    gpu: &'a attn_wgpu::gpu::Gpu,
+    runner: &'a Runner<'a>,
+    p: &'a Problem,
+    schedule: Schedule,
+    runs: &'a [VariantRun],
+    auto_choice: Option<&'a variants::AutoChoice>,
+    roofline_source: Option<roofline::RooflineSource>,
+    /// A variant failed validation: its files never replace an earlier file, they go beside it
+    /// as `<stem>.failed.<ext>` when something is already there.
+    failed: bool,
+}
+
+/// Writes `--trace`, `--json`, `--html`, `--out` and `--grad-out`, each atomically.
+fn write_outputs(a: &RunArgs, grad_files: &[PathBuf], d: &Done) -> anyhow::Result<()> {
     let dest = |path: &PathBuf| -> PathBuf {
-        if failed.is_empty() {
-            path.clone()
-        } else {
+        if d.failed {
             attn_wgpu::outfile::failed_run_path(path)
+        } else {
+            path.clone()
         }
     };
+    let (gpu, p, runs) = (d.gpu, d.p, d.runs);
     if let Some(t) = &a.trace {
-        write_trace(&dest(t), &gpu, &runner, &runs)?;
+        write_trace(&dest(t), gpu, d.runner, runs)?;
     }
     if a.json.is_some() || a.html.is_some() {
         let mut warnings: Vec<String> = p.eval_dropout_warning().into_iter().collect();
-        for r in &runs {
+        for r in runs {
             if let Some(m) = &r.measurement {
                 warnings.extend(m.warnings.iter().map(|w| format!("{}: {w}", r.variant)));
             }
@@ -601,15 +713,15 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             versions: json::versions(),
             adapter: &gpu.report,
             backend: &gpu.report.backend,
-            problem: &p,
+            problem: p,
             dtype: p.dtype.name(),
             causal: p.causal,
-            timing: schedule,
-            bounds_checks: runner.bounds_checks(),
+            timing: d.schedule,
+            bounds_checks: d.runner.bounds_checks(),
             device_setup_ms: gpu.setup_ms,
-            auto: auto_choice.as_ref(),
-            runs: &runs,
-            roofline: roofline_source,
+            auto: d.auto_choice,
+            runs,
+            roofline: d.roofline_source.clone(),
             warnings,
             dropout: p.dropout(),
         };
@@ -629,34 +741,26 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             eprintln!("HTML report written to {}", path.display());
         }
     }
-    if let Some(path) = &a.out {
+    let first = runs.first().and_then(|r| r.measurement.as_ref());
+    if let (Some(path), Some(m)) = (&a.out, first) {
         let path = &dest(path);
-        if let Some(m) = runs.first().and_then(|r| r.measurement.as_ref()) {
-            let shape = p.qkv_shape();
-            npy::write(path, &shape, p.dtype, &m.output)?;
-            eprintln!("output written to {}", path.display());
+        npy::write(path, &p.qkv_shape(), p.dtype, &m.output)?;
+        eprintln!("output written to {}", path.display());
+    }
+    if let (false, Some(m)) = (grad_files.is_empty(), first) {
+        // dQ as Q; dK and dV as K and V ([B, Hkv, N, D]).
+        let shapes = [p.qkv_shape(), p.kv_shape(), p.kv_shape()];
+        for ((path, g), shape) in grad_files.iter().zip(&m.grads).zip(&shapes) {
+            npy::write(&dest(path), shape, p.dtype, g)?;
         }
+        eprintln!(
+            "gradients written to {}",
+            a.grad_out
+                .as_ref()
+                .map_or(String::new(), |d| d.display().to_string())
+        );
     }
-    if !grad_files.is_empty() {
-        if let Some(m) = runs.first().and_then(|r| r.measurement.as_ref()) {
-            // dQ as Q; dK and dV as K and V ([B, Hkv, N, D]).
-            let shapes = [p.qkv_shape(), p.kv_shape(), p.kv_shape()];
-            for ((path, g), shape) in grad_files.iter().zip(&m.grads).zip(&shapes) {
-                npy::write(&dest(path), shape, p.dtype, g)?;
-            }
-            eprintln!(
-                "gradients written to {}",
-                a.grad_out
-                    .as_ref()
-                    .map_or(String::new(), |d| d.display().to_string())
-            );
-        }
-    }
-    if !failed.is_empty() {
-        eprintln!("validation FAILED: {}", failed.join(", "));
-        return Ok(3);
-    }
-    Ok(0)
+    Ok(())
 }
 
 /// `--do FILE`: the upstream gradient, of the problem's shape, float32 or float16 (with --q, of
