@@ -18,6 +18,77 @@ pub const RT2_Q_STORAGE: u64 = 16384;
 /// them in favour of `--tile` (or `--head-dim` for tiled_coop.wgsl's `D16`).
 pub const TILE_OWNED: &[&str] = &["BR", "BC", "D4", "DP", "RPT", "D16"];
 
+/// A pipeline constant that `--override` may set: a knob of a kernel's method (not of its
+/// storage, grid or shape), with the values the kernel is written for.
+pub struct Knob {
+    pub name: &'static str,
+    /// The allowed values, or (with `range`) the two ends of an interval.
+    pub values: &'static [f64],
+    pub range: bool,
+    pub what: &'static str,
+}
+
+/// Every constant `--override` may set. The others are the tile's ([`TILE_OWNED`]: `--tile`) or
+/// follow from the shape and the grid (HD = D, split-kv's lane layout, mask rows): setting them
+/// by hand breaks the kernel, so they are refused when the option is parsed.
+pub const KNOBS: &[Knob] = &[
+    Knob {
+        name: "LO",
+        values: &[0.0, 2.0],
+        range: false,
+        what: "tiled-coop: P into P·V as one f16 (0) or hi + lo f16 parts (2)",
+    },
+    Knob {
+        name: "TAU",
+        values: &[0.0, 64.0],
+        range: true,
+        what: "tiled-coop: rescale when a row's maximum grows by more than 2^TAU",
+    },
+    Knob {
+        name: "PREFETCH",
+        values: &[0.0, 1.0],
+        range: false,
+        what: "tiled / tiled-coop: load the next K/V block into registers (1) or not (0)",
+    },
+];
+
+/// `--override NAME=VALUE` checked against [`KNOBS`]: the reason a name or value is refused,
+/// naming what is allowed.
+pub fn check_knob(name: &str, value: f64) -> Result<(), String> {
+    let Some(k) = KNOBS.iter().find(|k| k.name == name) else {
+        let knobs: Vec<&str> = KNOBS.iter().map(|k| k.name).collect();
+        let why = if TILE_OWNED.contains(&name) {
+            "it is part of the tile configuration: choose it with --tile".to_string()
+        } else if name == "HD" || name == "D16" {
+            "it is the head dimension: set it with --head-dim".to_string()
+        } else {
+            "it is not a knob (the plan sets it from the shape and the grid)".to_string()
+        };
+        return Err(format!(
+            "`{name}` cannot be set: {why}; the knobs are {}",
+            knobs.join(", ")
+        ));
+    };
+    let show = |v: &f64| format!("{v}");
+    let ok = if k.range {
+        (k.values[0]..=k.values[1]).contains(&value)
+    } else {
+        k.values.contains(&value)
+    };
+    if ok {
+        return Ok(());
+    }
+    let allowed = if k.range {
+        format!("{} to {}", show(&k.values[0]), show(&k.values[1]))
+    } else {
+        k.values.iter().map(show).collect::<Vec<_>>().join(" or ")
+    };
+    Err(format!(
+        "{name} = {value} is out of range: {name} ({}) takes {allowed}",
+        k.what
+    ))
+}
+
 /// Which fused kernel a tile configuration runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TileKernel {

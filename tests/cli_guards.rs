@@ -170,9 +170,10 @@ fn a_headless_machine_gets_no_spurious_errors() {
     assert!(stderr(&o).contains("flash9"), "{}", stderr(&o));
 }
 
-/// `--override NAME=VALUE`: malformed is exit 2 naming it; a constant no kernel of the plan
-/// declares is exit 4 naming those it does; a tile-owned one points to --tile; a valid one is
-/// applied, recorded in the results file and still validated.
+/// `--override NAME=VALUE`: malformed, not a knob or out of the knob's range is exit 2 naming
+/// what is allowed (HD points to --head-dim, a tile-owned one to --tile); a knob no kernel of the
+/// plan declares is exit 4 naming those it does; a valid one is applied, recorded in the results
+/// file and still validated.
 #[test]
 fn overrides_are_checked_and_recorded() {
     let small = [
@@ -196,8 +197,14 @@ fn overrides_are_checked_and_recorded() {
         ("LO", 2, "expected NAME=VALUE"),
         ("LO=abc", 2, "not a finite number"),
         ("L O=1", 2, "not a constant's name"),
-        ("NOPE=1", 4, "no kernel of this plan declares `NOPE`"),
-        ("BC=64", 4, "choose it with --tile"),
+        ("NOPE=1", 2, "`NOPE` cannot be set"),
+        ("BC=64", 2, "choose it with --tile"),
+        ("HD=1000000", 2, "set it with --head-dim"),
+        ("HD=17", 2, "set it with --head-dim"),
+        ("PREFETCH=-1", 2, "PREFETCH = -1 is out of range"),
+        ("PREFETCH=0.5", 2, "takes 0 or 1"),
+        ("TAU=1e9", 2, "takes 0 to 64"),
+        ("LO=0", 4, "no kernel of this plan declares `LO`"),
     ] {
         let o = bin()
             .args(small)

@@ -208,12 +208,16 @@ fn a_failed_run_keeps_the_earlier_file_and_modes_are_kept() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(mode("r.json"), 0o644);
     let good = std::fs::read(t.path().join("r.json")).unwrap();
-    // A kernel made wrong on purpose (the v2 kernel told D = 8 while D = 16): validation fails,
-    // exit 3, and the earlier results stay; the failing ones go beside them.
-    let o = run(
-        t.path(),
-        &["--tile", "rt2", "--override", "HD=8", "--json", "r.json"],
-    );
+    // A kernel made wrong on purpose (the v2 kernel told D = 8 while D = 16, through the tests'
+    // fault hook): validation fails, exit 3, and the earlier results stay; the failing ones go
+    // beside them.
+    let o = bin()
+        .current_dir(t.path())
+        .env("ATTN_WGPU_FAULT", "HD=8")
+        .args(SMALL)
+        .args(["--tile", "rt2", "--json", "r.json"])
+        .output()
+        .unwrap();
     refused(&o, 3, &["validation FAILED", "r.failed.json"]);
     assert_eq!(std::fs::read(t.path().join("r.json")).unwrap(), good);
     let f: serde_json::Value =

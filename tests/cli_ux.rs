@@ -248,10 +248,15 @@ fn run_is_compact_by_default_and_full_with_verbose() {
         "1",
         "--tile",
         "rt2",
-        "--override",
-        "HD=8",
     ];
-    let o = expect(&bad, 3, &["validation FAILED"]);
+    // The kernel made wrong on purpose through the tests' fault hook (HD = 8 while D = 16).
+    let o = bin()
+        .env("ATTN_WGPU_FAULT", "HD=8")
+        .args(bad)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("validation FAILED"));
     let s = text(&o.stdout);
     assert!(
         s.contains("   FAIL: ") && s.contains("unexpected NaN"),

@@ -290,8 +290,25 @@ pub struct TileArgs {
 }
 
 impl TileArgs {
-    /// `--override NAME=VALUE`, parsed (exit 2 when malformed).
+    /// `--override NAME=VALUE`, parsed and checked against the knobs (exit 2 naming the value and
+    /// what is allowed). `ATTN_WGPU_FAULT=NAME=VALUE` in the environment adds one constant with no
+    /// check: fault injection for the tests of the failure paths (a validation FAIL, `.failed`
+    /// files), never for measurements.
     pub fn overrides(&self) -> anyhow::Result<Vec<(String, f64)>> {
+        let mut out = self.knobs()?;
+        if let Ok(f) = std::env::var("ATTN_WGPU_FAULT") {
+            let parsed = f
+                .split_once('=')
+                .and_then(|(k, v)| Some((k.trim().to_string(), v.trim().parse::<f64>().ok()?)));
+            match parsed {
+                Some((k, v)) if v.is_finite() => out.push((k, v)),
+                _ => return Err(bad(format!("ATTN_WGPU_FAULT `{f}`: expected NAME=VALUE"))),
+            }
+        }
+        Ok(out)
+    }
+
+    fn knobs(&self) -> anyhow::Result<Vec<(String, f64)>> {
         self.overrides
             .iter()
             .map(|s| {
@@ -305,7 +322,11 @@ impl TileArgs {
                     )));
                 }
                 match v.trim().parse::<f64>() {
-                    Ok(x) if x.is_finite() => Ok((k.to_string(), x)),
+                    Ok(x) if x.is_finite() => {
+                        attn_wgpu::tile::check_knob(k, x)
+                            .map_err(|why| bad(format!("--override `{s}`: {why}")))?;
+                        Ok((k.to_string(), x))
+                    }
                     _ => Err(bad(format!(
                         "--override `{s}`: `{v}` is not a finite number"
                     ))),

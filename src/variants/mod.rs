@@ -530,8 +530,9 @@ pub fn plan(name: &str, p: &Problem, caps: &AdapterCaps) -> Result<Plan> {
 }
 
 /// Applies `--override NAME=VALUE`: sets that pipeline constant in every dispatch declaring it and
-/// records it in the config. Refused when no dispatch declares it (naming those that exist), or
-/// when the tile configuration owns it (it sizes workgroup storage or the grid: use `--tile`).
+/// records it in the config. Refused when the tile configuration owns it, or when no dispatch
+/// declares it (naming the knobs, [`crate::tile::KNOBS`], that do). The command line checks
+/// names and values against the knobs where it parses them; this takes any declared constant.
 fn apply_overrides(
     plan: &mut Plan,
     overrides: &[(String, f64)],
@@ -558,7 +559,7 @@ fn apply_overrides(
                 .dispatches
                 .iter()
                 .flat_map(|d| d.overrides.iter().map(|(k, _)| k.as_str()))
-                .filter(|k| !crate::tile::TILE_OWNED.contains(k))
+                .filter(|k| crate::tile::KNOBS.iter().any(|x| x.name == *k))
                 .collect();
             known.sort();
             known.dedup();
