@@ -247,9 +247,18 @@ fn the_report_opens_with_the_lesson_chart() {
         .arg(&page));
     let html = std::fs::read_to_string(&page).unwrap();
     let (svg, table) = (html.find("<svg").unwrap(), html.find("<table").unwrap());
-    assert!(svg < table, "first <svg> at {svg}, first <table> at {table}");
+    assert!(
+        svg < table,
+        "first <svg> at {svg}, first <table> at {table}"
+    );
     let lesson = &html[svg..html[svg..].find("</svg>").unwrap() + svg];
-    for needle in ["unfused-inplace", "tiled", "torch:", "bytes moved", "materialized"] {
+    for needle in [
+        "unfused-inplace",
+        "tiled",
+        "torch:",
+        "bytes moved",
+        "materialized",
+    ] {
         assert!(lesson.contains(needle), "the chart lacks `{needle}`");
     }
     // Fused (blue) and materialized (orange) bars both drawn.
