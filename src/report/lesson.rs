@@ -77,14 +77,43 @@ fn esc(s: &str) -> String {
     html_escape::encode_text(s).into_owned()
 }
 
-/// A row's label: the variant (without the backward suffix), and the adapter where the chart
-/// holds several adapters' rows of one attn-wgpu variant.
-fn label(e: &Entry, several_adapters: bool) -> String {
-    let v = e.variant.trim_end_matches(BACKWARD);
-    if several_adapters && !v.starts_with("torch:") {
-        format!("{v} ({})", e.adapter)
+/// How a row says where it ran when a chart holds attn-wgpu rows from several adapters or
+/// backends: nothing (one place), the backend (one adapter), or adapter / backend.
+#[derive(Clone, Copy)]
+enum Place {
+    One,
+    Backend,
+    Both,
+}
+
+fn place(rows: &[&Entry]) -> Place {
+    let ours: Vec<&&Entry> = rows
+        .iter()
+        .filter(|e| !e.variant.starts_with("torch:"))
+        .collect();
+    let distinct = |f: &dyn Fn(&Entry) -> String| {
+        let mut v: Vec<String> = ours.iter().map(|e| f(e)).collect();
+        v.sort_unstable();
+        v.dedup();
+        v.len()
+    };
+    if distinct(&|e: &Entry| e.column()) <= 1 {
+        Place::One
+    } else if distinct(&|e: &Entry| e.adapter.clone()) <= 1 {
+        Place::Backend
     } else {
-        v.to_string()
+        Place::Both
+    }
+}
+
+/// A row's label: the variant (without the backward suffix), and where it ran when needed.
+fn label(e: &Entry, place: Place) -> String {
+    let v = e.variant.trim_end_matches(BACKWARD);
+    match place {
+        _ if v.starts_with("torch:") => v.to_string(),
+        Place::One => v.to_string(),
+        Place::Backend => format!("{v} ({})", e.backend),
+        Place::Both => format!("{v} ({})", e.column()),
     }
 }
 
@@ -105,17 +134,7 @@ pub fn svg(g: &Group) -> String {
         .filter_map(|e| e.bytes_moved)
         .map(|b| b as f64)
         .fold(0.0, f64::max);
-    let several = {
-        let mut a: Vec<&str> = g
-            .rows
-            .iter()
-            .filter(|e| !e.variant.starts_with("torch:"))
-            .map(|e| e.adapter.as_str())
-            .collect();
-        a.sort_unstable();
-        a.dedup();
-        a.len() > 1
-    };
+    let place = place(&g.rows);
     let mut s = String::new();
     let _ = write!(
         s,
@@ -146,7 +165,7 @@ pub fn svg(g: &Group) -> String {
              <text x=\"{:.1}\" y=\"{}\">{t:.1}</text>",
             lw - 6.0,
             y + 13.0,
-            esc(&label(e, several)),
+            esc(&label(e, place)),
             y + 3.0,
             row - 5.0,
             lw + tlen + 4.0,
