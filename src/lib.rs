@@ -10,6 +10,7 @@ pub mod dropout;
 pub mod error;
 pub mod explain;
 pub mod gpu;
+pub mod infile;
 pub mod kernels;
 pub mod mask;
 pub mod npy;

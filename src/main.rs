@@ -67,6 +67,28 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // Any other error writing standard output (a full disk: `adapters > /dev/full`) is an error
+    // naming it and exit 1: println! reports it by panicking, and every print goes through it.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let p = info.payload();
+        let msg = p
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| p.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if let Some(why) = msg.strip_prefix("failed printing to stdout: ") {
+            eprintln!("error: cannot write to standard output: {why}");
+            std::process::exit(1);
+        }
+        default_hook(info);
+    }));
+    // An interrupt (Ctrl-C, SIGTERM) while an output is being written leaves no temp file: the
+    // handler removes those in flight, then exits 130 as a shell expects.
+    let _ = ctrlc::set_handler(|| {
+        attn_wgpu::outfile::remove_in_flight();
+        std::process::exit(130);
+    });
     // wgpu's own log (adapter enumeration, context creation, validation) when RUST_LOG asks.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("off")).init();
     cli::headless::private_runtime_dir();
@@ -80,6 +102,12 @@ fn main() -> ExitCode {
         Command::Explain(a) => cli::explain::cmd_explain(a),
         Command::Tune(a) => cli::tune::cmd_tune(a),
         Command::Report(a) => cli::report::cmd_report(a),
+    };
+    // What is still buffered must reach standard output too, or the run fails.
+    let flushed = std::io::Write::flush(&mut std::io::stdout());
+    let result = match (result, flushed) {
+        (Ok(_), Err(e)) => Err(anyhow::anyhow!("cannot write to standard output: {e}")),
+        (r, _) => r,
     };
     match result {
         Ok(code) => ExitCode::from(code),

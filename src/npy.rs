@@ -23,7 +23,7 @@ fn bad(path: &Path, msg: String) -> Error {
 
 /// Opens an .npy file and returns its header (shape, type string) and reader.
 fn open(path: &Path) -> Result<npyz::NpyFile<BufReader<std::fs::File>>> {
-    let f = std::fs::File::open(path).map_err(|e| bad(path, format!("cannot open: {e}")))?;
+    let f = crate::infile::open(path).map_err(|e| bad(path, format!("cannot open: {e}")))?;
     let npy = npyz::NpyFile::new(BufReader::new(f))
         .map_err(|e| bad(path, format!("not a valid .npy file ({e})")))?;
     if npy.order() != npyz::Order::C {

@@ -85,6 +85,39 @@ fn folder_of(path: &Path) -> &Path {
     }
 }
 
+/// The temp files being written now: an interrupt removes them ([`remove_in_flight`]) before the
+/// process ends, so no `.attn-wgpu-*.tmp` is left beside an output.
+static IN_FLIGHT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Removes every temp file being written now: the interrupt handler calls it (main.rs).
+pub fn remove_in_flight() {
+    if let Ok(v) = IN_FLIGHT.lock() {
+        for p in v.iter() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Keeps a temp file's path in [`IN_FLIGHT`] while it lives.
+struct Registered(PathBuf);
+
+impl Registered {
+    fn new(p: &Path) -> Registered {
+        if let Ok(mut v) = IN_FLIGHT.lock() {
+            v.push(p.to_path_buf());
+        }
+        Registered(p.to_path_buf())
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if let Ok(mut v) = IN_FLIGHT.lock() {
+            v.retain(|x| *x != self.0);
+        }
+    }
+}
+
 /// Writes `bytes` to `path` atomically (see the module's comment).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let target = resolve(path).map_err(|e| io_err(path, e))?;
@@ -102,7 +135,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         builder.permissions(std::fs::Permissions::from_mode(0o666));
     }
     let mut tmp = builder.tempfile_in(dir).map_err(|e| io_err(path, e))?;
+    let _registered = Registered::new(tmp.path());
     tmp.write_all(bytes).map_err(|e| io_err(path, e))?;
+    // The tests of an interrupt during the write hold it open here (tests/hostile.rs).
+    if std::env::var_os("ATTN_WGPU_TEST_PAUSE_WRITE").is_some() {
+        std::thread::sleep(std::time::Duration::from_secs(20));
+    }
     if let Some(perm) = existing {
         std::fs::set_permissions(tmp.path(), perm).map_err(|e| io_err(path, e))?;
     }

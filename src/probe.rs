@@ -372,7 +372,7 @@ pub fn run_probe(gpu: &Gpu, size: ProbeSize, reps: u32, command: String) -> Resu
 
 /// Reads a probe file; errors name the file.
 pub fn load(path: &Path) -> std::result::Result<ProbeFile, String> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::infile::read_to_string(path)
         .map_err(|e| format!("probe file {}: cannot read: {e}", path.display()))?;
     serde_json::from_str(&text)
         .map_err(|e| format!("probe file {}: not a probe result: {e}", path.display()))

@@ -159,7 +159,7 @@ pub fn default_path(r: &AdapterReport) -> PathBuf {
 
 /// Reads a tune cache; errors name the file.
 pub fn load(path: &Path) -> std::result::Result<TuneFile, String> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::infile::read_to_string(path)
         .map_err(|e| format!("tune cache {}: cannot read: {e}", path.display()))?;
     let f: TuneFile = serde_json::from_str(&text).map_err(|e| {
         format!(

@@ -28,6 +28,9 @@ pub struct AdapterSel {
     pub gpu_timeout: f64,
 }
 
+/// The longest `--gpu-timeout`: a day.
+pub const MAX_GPU_TIMEOUT: f64 = 86_400.0;
+
 impl AdapterSel {
     pub fn selection(&self) -> AdapterSelection {
         AdapterSelection {
@@ -36,11 +39,13 @@ impl AdapterSel {
         }
     }
 
-    /// The device-wait limit, checked (exit 2 when not a positive, finite number of seconds).
+    /// The device-wait limit, checked (exit 2 outside 0.001 to [`MAX_GPU_TIMEOUT`] seconds: one
+    /// that rounds to no wait, or one no clock holds, is no limit).
     pub fn timeout(&self) -> anyhow::Result<std::time::Duration> {
-        if !(self.gpu_timeout.is_finite() && self.gpu_timeout > 0.0) {
+        if !(self.gpu_timeout.is_finite() && (0.001..=MAX_GPU_TIMEOUT).contains(&self.gpu_timeout))
+        {
             return Err(bad(format!(
-                "--gpu-timeout must be a positive number of seconds (got {})",
+                "--gpu-timeout must be between 0.001 and {MAX_GPU_TIMEOUT} seconds (got {})",
                 self.gpu_timeout
             )));
         }

@@ -27,9 +27,15 @@ pub struct ProbeArgs {
     sel: AdapterSel,
 }
 
+/// The most repetitions of each probe kernel: each copies up to 1 GiB, and every sample is kept.
+pub const MAX_PROBE_REPS: u32 = 10_000;
+
 pub fn cmd_probe(a: ProbeArgs) -> anyhow::Result<u8> {
-    if a.reps == 0 {
-        return Err(bad("--reps must be at least 1 (got 0)".into()));
+    if !(1..=MAX_PROBE_REPS).contains(&a.reps) {
+        return Err(bad(format!(
+            "--reps must be between 1 and {MAX_PROBE_REPS} (got {})",
+            a.reps
+        )));
     }
     if a.size_mib == Some(0) {
         return Err(bad("--size-mib must be at least 1 (got 0)".into()));

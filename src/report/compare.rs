@@ -313,10 +313,11 @@ pub fn load_noting(
     let mut all: Vec<Entry> = Vec::new();
     for f in files {
         let name = f.as_ref().display().to_string();
-        let text = std::fs::read_to_string(f.as_ref()).map_err(|source| CompareError::Read {
-            file: name.clone(),
-            source,
-        })?;
+        let text =
+            crate::infile::read_to_string(f.as_ref()).map_err(|source| CompareError::Read {
+                file: name.clone(),
+                source,
+            })?;
         let entries = parse(&name, &text)?;
         if let Ok(v) = serde_json::from_str::<Value>(&text) {
             match v["schema_version"].as_u64() {
@@ -473,8 +474,18 @@ pub fn grid(entries: &[Entry]) -> Grid<'_> {
     Grid { cols, rows, cell }
 }
 
+/// A string from a result file as one Markdown table cell: HTML's special characters as entities
+/// (a Markdown viewer renders raw HTML), `|` escaped and line breaks as spaces (either would break
+/// the table).
+pub fn md(s: &str) -> String {
+    html_escape::encode_text(s)
+        .replace(['\n', '\r'], " ")
+        .replace('|', "\\|")
+}
+
 pub fn markdown(entries: &[Entry], baseline: Option<&str>) -> String {
     let Grid { cols, rows, cell } = grid(entries);
+    let cols: Vec<String> = cols.iter().map(|c| md(c)).collect();
     let mut s = String::new();
     let head = |s: &mut String| {
         let _ = writeln!(s, "| variant | shape | dtype | {} |", cols.join(" | "));
@@ -498,10 +509,17 @@ pub fn markdown(entries: &[Entry], baseline: Option<&str>) -> String {
         let cells: Vec<String> = (0..cols.len())
             .map(|ci| {
                 cell.get(&(ri, ci))
-                    .map_or(String::new(), |e| time_cell(entries, e, baseline))
+                    .map_or(String::new(), |e| md(&time_cell(entries, e, baseline)))
             })
             .collect();
-        let _ = writeln!(s, "| {v} | {sh} | {dt} | {} |", cells.join(" | "));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            md(v),
+            md(sh),
+            md(dt),
+            cells.join(" | ")
+        );
     }
     let _ = writeln!(s, "\n### Dispatches (kernels) per forward · memory\n");
     head(&mut s);
@@ -509,10 +527,17 @@ pub fn markdown(entries: &[Entry], baseline: Option<&str>) -> String {
         let cells: Vec<String> = (0..cols.len())
             .map(|ci| {
                 cell.get(&(ri, ci))
-                    .map_or(String::new(), |e| detail_cell(e))
+                    .map_or(String::new(), |e| md(&detail_cell(e)))
             })
             .collect();
-        let _ = writeln!(s, "| {v} | {sh} | {dt} | {} |", cells.join(" | "));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            md(v),
+            md(sh),
+            md(dt),
+            cells.join(" | ")
+        );
     }
     let _ = writeln!(
         s,
@@ -522,12 +547,16 @@ pub fn markdown(entries: &[Entry], baseline: Option<&str>) -> String {
         {
             let mut f: Vec<&str> = entries.iter().map(|e| e.file.as_str()).collect();
             f.dedup();
-            f.join(", ")
+            md(&f.join(", "))
         }
     );
     if let Some(b) = baseline {
         if !entries.iter().any(|e| is_baseline(e, b)) {
-            let _ = writeln!(s, "\nNote: baseline `{b}` appears in none of the files.");
+            let _ = writeln!(
+                s,
+                "\nNote: baseline `{}` appears in none of the files.",
+                md(b)
+            );
         }
     }
     s

@@ -572,13 +572,14 @@ fn comparison(s: &mut String, entries: &[Entry]) {
     s.push_str("</table>\n");
 }
 
-/// Reads result files for the report: a missing, unreadable or non-JSON file, or one that is no
-/// result file of a known tool or of a newer schema, is an error naming it.
+/// Reads result files for the report: a missing, unreadable or non-JSON file, one that is no
+/// result file of a known tool or of a newer schema, one `compare` cannot read, or one with no
+/// run, is an error naming it.
 pub fn read_inputs(files: &[impl AsRef<Path>]) -> Result<Vec<Input>, String> {
     let mut out = Vec::new();
     for f in files {
         let name = f.as_ref().display().to_string();
-        let text = std::fs::read_to_string(f.as_ref()).map_err(|e| format!("{name}: {e}"))?;
+        let text = crate::infile::read_to_string(f.as_ref()).map_err(|e| format!("{name}: {e}"))?;
         let value: Value =
             serde_json::from_str(&text).map_err(|e| format!("{name}: not JSON: {e}"))?;
         match value["tool"].as_str() {
@@ -600,6 +601,13 @@ pub fn read_inputs(files: &[impl AsRef<Path>]) -> Result<Vec<Input>, String> {
                     compare::KNOWN_SCHEMA
                 ))
             }
+        }
+        // What `compare` refuses, the report refuses too; a file with no run is nothing to report.
+        let rows = compare::parse_value(&name, &value).map_err(|e| e.to_string())?;
+        if rows.is_empty() {
+            return Err(format!(
+                "{name}: nothing to report (the file holds no runs or points)"
+            ));
         }
         out.push(Input { name, value });
     }

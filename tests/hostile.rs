@@ -1,0 +1,244 @@
+//! Hostile inputs, round 3 (issue 40): each row of the issue's table as a regression test. Bad
+//! input is exit 2 naming the value, never a signal, a panic (101) or a hang; an output is never
+//! half-written; a user's string is escaped in every output format.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{bin, stderr};
+
+const TINY: [&str; 12] = [
+    "run",
+    "--variant",
+    "tiled",
+    "--batch",
+    "1",
+    "--heads",
+    "1",
+    "--seq",
+    "16",
+    "--head-dim",
+    "16",
+    "--warmup",
+];
+
+fn tiny() -> Command {
+    let mut c = bin();
+    c.args(TINY).args(["0", "--reps", "1"]);
+    c
+}
+
+fn refused(o: &Output, code: i32, needle: &str) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    assert!(e.contains(needle), "missing `{needle}` in:\n{e}");
+}
+
+/// Runs `c`, killing it (and failing) if it has not finished within `secs`.
+fn bounded(mut c: Command, secs: u64) -> Output {
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if t0.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            panic!("still running after {secs} s: a hang");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn overrides_out_of_range_are_exit_2_naming_the_range() {
+    let o = tiny().args(["--override", "HD=1000000"]).output().unwrap();
+    refused(&o, 2, "--head-dim");
+    let o = tiny().args(["--override", "PREFETCH=-1"]).output().unwrap();
+    refused(&o, 2, "takes 0 or 1");
+    // HD must equal D: refused up front, not run into a validation FAIL.
+    let o = tiny().args(["--override", "HD=17"]).output().unwrap();
+    refused(&o, 2, "it is the head dimension");
+}
+
+#[test]
+fn a_gpu_timeout_no_clock_holds_is_exit_2() {
+    for t in ["1e20", "0.0000001", "inf"] {
+        let o = tiny().args(["--gpu-timeout", t]).output().unwrap();
+        refused(&o, 2, "--gpu-timeout must be between");
+    }
+}
+
+#[test]
+fn probe_reps_past_the_limit_are_exit_2() {
+    let o = bin()
+        .args(["probe", "--reps", "4000000000"])
+        .output()
+        .unwrap();
+    refused(&o, 2, "--reps must be between 1 and");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_path_that_is_not_utf8_is_written() {
+    use std::os::unix::ffi::OsStrExt;
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join(std::ffi::OsStr::from_bytes(b"\xff.json"));
+    let o = tiny().arg("--json").arg(&p).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    assert_eq!(r["runs"][0]["validation"]["verdict"], "PASS");
+    // The command is recorded (lossily), the binary by name.
+    assert!(r["command"].as_str().unwrap().starts_with("attn-wgpu run"));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_stdout_is_a_clean_error() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = bin()
+        .arg("adapters")
+        .stdout(Stdio::from(full))
+        .output()
+        .unwrap();
+    refused(&o, 1, "cannot write to standard output");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_as_an_input_is_refused_not_waited_on() {
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("q.npy");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates a node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut cmd = bin();
+    cmd.args(["run", "--variant", "tiled", "--q"])
+        .arg(&fifo)
+        .arg("--k")
+        .arg(&fifo)
+        .arg("--v")
+        .arg(&fifo);
+    let o = bounded(cmd, 60);
+    refused(&o, 2, "not a regular file (a FIFO)");
+    // The readers of result files too.
+    let mut cmd = bin();
+    cmd.arg("compare").arg(&fifo);
+    let o = bounded(cmd, 60);
+    refused(&o, 2, "not a regular file");
+}
+
+#[test]
+fn compare_escapes_a_hostile_adapter_name_in_markdown() {
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/attn_wgpu_small.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fx).unwrap()).unwrap();
+    v["adapter"]["name"] = "<svg onload=alert(1)>|x\ny".into();
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("r.json");
+    std::fs::write(&f, v.to_string()).unwrap();
+    let md = d.path().join("c.md");
+    let o = bin()
+        .arg("compare")
+        .arg(&f)
+        .arg("--md")
+        .arg(&md)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(!text.contains("<svg"), "raw HTML in the Markdown:\n{text}");
+    assert!(text.contains("&lt;svg onload=alert(1)&gt;\\|x y"), "{text}");
+    // Every table row keeps its column count.
+    for l in text.lines().filter(|l| l.starts_with("| ")) {
+        assert_eq!(l.matches(" | ").count(), 3, "{l}");
+    }
+}
+
+#[test]
+fn a_report_of_nothing_is_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/attn_wgpu_small.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fx).unwrap()).unwrap();
+    v["runs"] = serde_json::json!([]);
+    let f = d.path().join("empty.json");
+    std::fs::write(&f, v.to_string()).unwrap();
+    let out = d.path().join("r.html");
+    let o = bin()
+        .arg("report")
+        .arg(&f)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    refused(&o, 2, "nothing to report");
+    assert!(!out.exists());
+    // A file `compare` refuses (wrong schema) is refused by `report` too.
+    std::fs::write(
+        &f,
+        r#"{"tool": "attn-wgpu", "schema_version": 1, "runs": [{}]}"#,
+    )
+    .unwrap();
+    let o = bin()
+        .arg("report")
+        .arg(&f)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!out.exists());
+}
+
+#[cfg(unix)]
+#[test]
+fn an_interrupt_during_the_final_write_leaves_no_temp_file() {
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("r.json");
+    let mut child = tiny()
+        .arg("--json")
+        .arg(&json)
+        .env("ATTN_WGPU_TEST_PAUSE_WRITE", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let tmp = || {
+        std::fs::read_dir(d.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .count()
+    };
+    let t0 = Instant::now();
+    while tmp() == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no temp file appeared"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before its write"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    assert_eq!(tmp(), 0, "a temp file was left");
+    assert!(!json.exists(), "a partial output was left");
+}
