@@ -42,6 +42,25 @@ fn type_str(npy: &npyz::NpyFile<BufReader<std::fs::File>>) -> String {
     }
 }
 
+/// The header's shape must fit the file: its element count times `item` bytes at most the file's
+/// size (else a forged header would make the reader allocate for data that is not there).
+fn check_len(path: &Path, shape: &[u64], item: u64) -> Result<()> {
+    let file = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let bytes = shape
+        .iter()
+        .try_fold(item, |a, &d| a.checked_mul(d))
+        .filter(|&b| b <= file);
+    match bytes {
+        Some(_) => Ok(()),
+        None => Err(bad(
+            path,
+            format!(
+                "the header's shape {shape:?} needs more data than the file's {file} bytes hold"
+            ),
+        )),
+    }
+}
+
 fn read_err(path: &Path, e: std::io::Error) -> Error {
     bad(
         path,
@@ -76,6 +95,11 @@ pub fn read_qkv(path: &Path) -> Result<Tensor> {
             format!("shape {shape:?} has a zero size; every dimension must be at least 1"),
         ));
     }
+    let item = match ts.as_str() {
+        "<f2" => 2,
+        _ => 4,
+    };
+    check_len(path, &shape, item)?;
     let (dtype, values) = match ts.as_str() {
         "<f4" => (
             DType::F32,
@@ -120,6 +144,7 @@ pub fn read_mask(path: &Path) -> Result<UserMask> {
             format!("a mask must be [N, N] or [B, 1 or H, N, N], got shape {shape:?}"),
         ));
     }
+    check_len(path, &shape, if ts == "|b1" { 1 } else { 4 })?;
     let values = match ts.as_str() {
         "|b1" => MaskValues::Bool(npy.into_vec::<bool>().map_err(|e| read_err(path, e))?),
         "<f4" => MaskValues::Float(npy.into_vec::<f32>().map_err(|e| read_err(path, e))?),

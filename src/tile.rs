@@ -52,6 +52,25 @@ pub const KNOBS: &[Knob] = &[
     },
 ];
 
+/// `--override NAME=VALUE`, parsed and checked against [`KNOBS`]: the knob and its value, or the
+/// message (naming the text, and what is allowed).
+pub fn parse_override(s: &str) -> Result<(String, f64), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("--override `{s}`: expected NAME=VALUE, e.g. LO=0"))?;
+    let k = k.trim();
+    if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!("--override `{s}`: `{k}` is not a constant's name"));
+    }
+    match v.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() => {
+            check_knob(k, x).map_err(|why| format!("--override `{s}`: {why}"))?;
+            Ok((k.to_string(), x))
+        }
+        _ => Err(format!("--override `{s}`: `{v}` is not a finite number")),
+    }
+}
+
 /// `--override NAME=VALUE` checked against [`KNOBS`]: the reason a name or value is refused,
 /// naming what is allowed.
 pub fn check_knob(name: &str, value: f64) -> Result<(), String> {

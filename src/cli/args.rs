@@ -316,27 +316,7 @@ impl TileArgs {
     fn knobs(&self) -> anyhow::Result<Vec<(String, f64)>> {
         self.overrides
             .iter()
-            .map(|s| {
-                let (k, v) = s.split_once('=').ok_or_else(|| {
-                    bad(format!("--override `{s}`: expected NAME=VALUE, e.g. LO=0"))
-                })?;
-                let k = k.trim();
-                if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                    return Err(bad(format!(
-                        "--override `{s}`: `{k}` is not a constant's name"
-                    )));
-                }
-                match v.trim().parse::<f64>() {
-                    Ok(x) if x.is_finite() => {
-                        attn_wgpu::tile::check_knob(k, x)
-                            .map_err(|why| bad(format!("--override `{s}`: {why}")))?;
-                        Ok((k.to_string(), x))
-                    }
-                    _ => Err(bad(format!(
-                        "--override `{s}`: `{v}` is not a finite number"
-                    ))),
-                }
-            })
+            .map(|s| attn_wgpu::tile::parse_override(s).map_err(bad))
             .collect()
     }
 
