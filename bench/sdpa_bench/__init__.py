@@ -79,9 +79,9 @@ TF32 is switched off for cuBLAS and cuDNN so that f32 results are true f32.
 
 How to run
 ----------
-    python3 bench/torch_sdpa.py --dtype f16 --json results/h200/torch_f16.json
+    python3 bench/torch_sdpa.py --dtype f16 --json /tmp/torch_f16.json
     python3 bench/torch_sdpa.py --seq 1024,4096 --dtype f16,bf16,f32 \
-        --json-dir results/h200
+        --json-dir /tmp/torch
     # tiny smoke test (also works without a GPU):
     python3 bench/torch_sdpa.py --batch 1 --heads 2 --seq 64 --head-dim 16 \
         --reps 2 --json /tmp/smoke.json
