@@ -21,9 +21,50 @@ fn bad(path: &Path, msg: String) -> Error {
     Error::InvalidProblem(format!("{}: {msg}", path.display()))
 }
 
+/// The header numpy writes is a flat dict (`{'descr': '<f4', 'fortran_order': False, 'shape':
+/// (2, 3), }`): at most a tuple inside a dict, at most 64 KiB. A deeper or longer one is refused
+/// before npyz parses it (its parser took minutes on a header of nested brackets the fuzzer made).
+fn check_header(path: &Path, f: &mut std::fs::File) -> Result<()> {
+    use std::io::{Read, Seek};
+    let malformed = |why: &str| bad(path, format!("not a valid .npy file ({why})"));
+    let mut head = [0u8; 12];
+    let got = f.read(&mut head).map_err(|e| bad(path, format!("cannot read: {e}")))?;
+    if got < 10 || &head[..6] != b"\x93NUMPY" {
+        return Err(malformed("no .npy magic"));
+    }
+    let (len, start) = match head[6] {
+        1 => (u16::from_le_bytes([head[8], head[9]]) as u64, 10),
+        2 | 3 if got >= 12 => (
+            u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as u64,
+            12,
+        ),
+        v => return Err(malformed(&format!("format version {v}"))),
+    };
+    if len > 65_536 {
+        return Err(malformed(&format!("a header of {len} bytes")));
+    }
+    let mut text = vec![0u8; len as usize];
+    f.seek(std::io::SeekFrom::Start(start))
+        .and_then(|_| f.read_exact(&mut text))
+        .map_err(|_| malformed("the header is cut short"))?;
+    let mut depth = 0i32;
+    for c in text {
+        match c {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth -= 1,
+            _ => {}
+        }
+        if depth > 2 {
+            return Err(malformed("a header nested deeper than numpy writes"));
+        }
+    }
+    f.rewind().map_err(|e| bad(path, format!("cannot read: {e}")))
+}
+
 /// Opens an .npy file and returns its header (shape, type string) and reader.
 fn open(path: &Path) -> Result<npyz::NpyFile<BufReader<std::fs::File>>> {
-    let f = crate::infile::open(path).map_err(|e| bad(path, format!("cannot open: {e}")))?;
+    let mut f = crate::infile::open(path).map_err(|e| bad(path, format!("cannot open: {e}")))?;
+    check_header(path, &mut f)?;
     let npy = npyz::NpyFile::new(BufReader::new(f))
         .map_err(|e| bad(path, format!("not a valid .npy file ({e})")))?;
     if npy.order() != npyz::Order::C {

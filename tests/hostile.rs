@@ -242,3 +242,19 @@ fn an_interrupt_during_the_final_write_leaves_no_temp_file() {
     assert_eq!(tmp(), 0, "a temp file was left");
     assert!(!json.exists(), "a partial output was left");
 }
+
+/// Found by the `npy` fuzz target: a header of nested brackets kept npyz's header parser busy for
+/// minutes. Now refused at once, as not what numpy writes.
+#[test]
+fn an_npy_header_nested_deeper_than_numpy_writes_is_refused_at_once() {
+    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nested_header.npy");
+    let mut cmd = bin();
+    cmd.args(["run", "--variant", "tiled", "--q"])
+        .arg(&f)
+        .arg("--k")
+        .arg(&f)
+        .arg("--v")
+        .arg(&f);
+    let o = bounded(cmd, 30);
+    refused(&o, 2, "nested deeper than numpy writes");
+}
