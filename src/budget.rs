@@ -3,13 +3,14 @@
 //! allocation failure that aborts the process.
 //!
 //! What a run holds on the host at its peak (README: "Host memory"):
-//! - Q, K, V as f32 (generated or read from .npy): 3 · B·H·N·D · 4 bytes;
+//! - Q as f32 (generated or read from .npy): B·H·N·D · 4 bytes; K and V with their own heads and
+//!   length: 2 · B·Hkv·M·D · 4 bytes (Q alone was counted before, so a long --kv-seq slipped by);
 //! - the mask bias as f32 and its upload copy: 2 · bias bytes;
-//! - the upload copy of one input in the run's dtype: B·H·N·D · e;
+//! - the upload copy of the largest input in the run's dtype: max(B·H·N·D, B·Hkv·M·D) · e;
 //! - the read-back of O (raw bytes + decoded f32): B·H·N·D · (e + 4);
 //! - each variant's kept output (f32) for the report and `--out`: variants · B·H·N·D · 4;
 //! - training (`--backward`): dO as f32, the read-back of dQ, dK, dV (raw + decoded) and each
-//!   variant's kept gradients: B·H·N·D · (4 + 3 (e + 4) + variants · 12).
+//!   variant's kept gradients: B·H·N·D · 4 + (B·H·N·D + 2 · B·Hkv·M·D) · (e + 4 + variants · 4).
 //!
 //! The CPU reference checks a bounded sample of rows (`validate::rows_to_check`), so it adds
 //! little. The limit is the memory the operating system reports available (sysinfo), or
@@ -23,16 +24,26 @@ pub const LIMIT_ENV: &str = "ATTN_WGPU_HOST_MEMORY_LIMIT";
 
 /// Host bytes a run of `variants` variants on `p` holds at its peak (module docs).
 pub fn host_bytes_needed(p: &Problem, variants: usize) -> u64 {
-    let elems = p.qkv_elems();
+    let q = p.qkv_elems();
+    let kv = p.kv_elems();
     let e = p.dtype.bytes();
+    let v = variants as u64;
     let bias = p.bias_bytes();
+    let inputs = q.saturating_add(kv.saturating_mul(2)).saturating_mul(4);
+    let upload = q.max(kv).saturating_mul(e);
+    let outputs = q.saturating_mul(e + 4 + v.saturating_mul(4));
     let training = if p.backward {
-        4 + 3 * (e + 4) + variants as u64 * 12
+        q.saturating_mul(4).saturating_add(
+            q.saturating_add(kv.saturating_mul(2))
+                .saturating_mul((e + 4).saturating_add(v.saturating_mul(4))),
+        )
     } else {
         0
     };
-    elems
-        .saturating_mul(3 * 4 + e + (e + 4) + variants as u64 * 4 + training)
+    inputs
+        .saturating_add(upload)
+        .saturating_add(outputs)
+        .saturating_add(training)
         .saturating_add(bias.saturating_mul(2))
 }
 
@@ -62,7 +73,7 @@ pub fn check_host(p: &Problem, variants: usize) -> Result<()> {
         return Err(Error::InvalidProblem(format!(
             "{} needs {need} bytes of host memory ({:.1} GiB: inputs, read-back and {variants} \
              kept output(s)), above the host's {what} of {limit} bytes ({:.1} GiB); reduce \
-             --batch, --heads, --seq or --head-dim",
+             --batch, --heads, --seq, --kv-seq or --head-dim",
             p.shape_string(),
             need as f64 / (1u64 << 30) as f64,
             limit as f64 / (1u64 << 30) as f64

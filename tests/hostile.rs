@@ -258,3 +258,21 @@ fn an_npy_header_nested_deeper_than_numpy_writes_is_refused_at_once() {
     let o = bounded(cmd, 30);
     refused(&o, 2, "nested deeper than numpy writes");
 }
+
+/// Host memory counts K and V with their own length: a long --kv-seq is refused with the bytes it
+/// needs (exit 2), in `run --variant all` and in `sweep`, instead of an allocation that aborts.
+#[test]
+fn a_long_kv_seq_is_refused_for_host_memory() {
+    for args in [
+        &["run", "--variant", "all", "--no-causal"][..],
+        &["sweep", "--seq", "16", "--no-causal"][..],
+    ] {
+        let o = bin()
+            .args(args)
+            .args(["--batch", "64", "--heads", "64", "--kv-seq", "1000000", "--reps", "1"])
+            .args(if args[0] == "run" { &["--seq", "16"][..] } else { &[][..] })
+            .output()
+            .unwrap();
+        refused(&o, 2, "bytes of host memory");
+    }
+}
