@@ -28,7 +28,9 @@ fn check_header(path: &Path, f: &mut std::fs::File) -> Result<()> {
     use std::io::{Read, Seek};
     let malformed = |why: &str| bad(path, format!("not a valid .npy file ({why})"));
     let mut head = [0u8; 12];
-    let got = f.read(&mut head).map_err(|e| bad(path, format!("cannot read: {e}")))?;
+    let got = f
+        .read(&mut head)
+        .map_err(|e| bad(path, format!("cannot read: {e}")))?;
     if got < 10 || &head[..6] != b"\x93NUMPY" {
         return Err(malformed("no .npy magic"));
     }
@@ -58,7 +60,8 @@ fn check_header(path: &Path, f: &mut std::fs::File) -> Result<()> {
             return Err(malformed("a header nested deeper than numpy writes"));
         }
     }
-    f.rewind().map_err(|e| bad(path, format!("cannot read: {e}")))
+    f.rewind()
+        .map_err(|e| bad(path, format!("cannot read: {e}")))
 }
 
 /// Opens an .npy file and returns its header (shape, type string) and reader.

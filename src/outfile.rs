@@ -175,7 +175,28 @@ pub fn check_writable(flag: &str, path: &Path) -> std::result::Result<(), String
                 path.display(),
                 dir.display()
             )
-        })
+        })?;
+    // The name itself (and the `.failed` sibling a failing run writes instead) must be one the
+    // folder takes: a name too long fails only when it is created, so create it now, then remove
+    // it (only where nothing is there yet).
+    for name in [target.clone(), failed_run_path(&target)] {
+        if std::fs::symlink_metadata(&name).is_ok() {
+            continue;
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&name)
+            .map_err(|e| {
+                format!(
+                    "{flag} {}: cannot create {}: {e}",
+                    path.display(),
+                    name.display()
+                )
+            })?;
+        let _ = std::fs::remove_file(&name);
+    }
+    Ok(())
 }
 
 /// A file's identity: (device, inode) when it exists, else its canonical folder and name.

@@ -133,7 +133,7 @@ fn a_device_wait_that_takes_too_long_is_an_error_naming_the_work() {
             "--host-reps",
             "0",
             "--gpu-timeout",
-            "0.000001",
+            "0.001",
         ])
         .output()
         .unwrap();

@@ -269,10 +269,64 @@ fn a_long_kv_seq_is_refused_for_host_memory() {
     ] {
         let o = bin()
             .args(args)
-            .args(["--batch", "64", "--heads", "64", "--kv-seq", "1000000", "--reps", "1"])
-            .args(if args[0] == "run" { &["--seq", "16"][..] } else { &[][..] })
+            .args([
+                "--batch", "64", "--heads", "64", "--kv-seq", "1000000", "--reps", "1",
+            ])
+            .args(if args[0] == "run" {
+                &["--seq", "16"][..]
+            } else {
+                &[][..]
+            })
             .output()
             .unwrap();
         refused(&o, 2, "bytes of host memory");
     }
+}
+
+/// Outputs are checked before the run, by creating the very name: a name too long for the folder
+/// is exit 2 at once (it failed after the whole run, exit 1); a refused run leaves no empty
+/// `--save-inputs` folder; the `.failed` file a failing run writes beside an existing output may
+/// not be an input.
+#[test]
+fn outputs_are_checked_before_the_run() {
+    let d = tempfile::tempdir().unwrap();
+    let long = d.path().join(format!("{}.json", "a".repeat(300)));
+    let o = tiny().arg("--json").arg(&long).output().unwrap();
+    refused(&o, 2, "File name too long");
+    let dir = d.path().join("saved");
+    let o = bin()
+        .args([
+            "run",
+            "--variant",
+            "tiled-coop",
+            "--seq",
+            "16",
+            "--reps",
+            "1",
+            "--save-inputs",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(!dir.exists(), "a refused run left {}", dir.display());
+    let json = d.path().join("r.json");
+    std::fs::write(&json, "{}").unwrap();
+    let probe = d.path().join("r.failed.json");
+    let o = bin()
+        .args(["probe", "--size-mib", "4", "--reps", "1", "--out"])
+        .arg(&probe)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let before = std::fs::read(&probe).unwrap();
+    let o = tiny()
+        .arg("--json")
+        .arg(&json)
+        .arg("--probe")
+        .arg(&probe)
+        .output()
+        .unwrap();
+    refused(&o, 2, "the .failed file of a failing run");
+    assert_eq!(std::fs::read(&probe).unwrap(), before);
 }

@@ -360,6 +360,12 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         x.d_o = d_o;
     }
     if let Some(d) = &a.save_inputs {
+        std::fs::create_dir_all(d).map_err(|e| {
+            bad(format!(
+                "--save-inputs {}: cannot create the folder: {e}",
+                d.display()
+            ))
+        })?;
         save_inputs(d, &p, &x)?;
         eprintln!("inputs written to {}", d.display());
     }
@@ -430,7 +436,7 @@ fn check_tile_variant(
 
 /// Every output path, checked before any work: writable, one variant where the output holds
 /// one, training outputs only with `--backward`, and no output naming an input or another
-/// output (compared as files). Creates the `--save-inputs` folder. Returns the `--grad-out`
+/// output (compared as files). Returns the `--grad-out`
 /// files (dq.npy, dk.npy, dv.npy).
 fn check_outputs(a: &RunArgs, selection: &Selection) -> anyhow::Result<Vec<PathBuf>> {
     if let Some(path) = &a.json {
@@ -511,6 +517,17 @@ fn check_outputs(a: &RunArgs, selection: &Selection) -> anyhow::Result<Vec<PathB
             ("--trace", &a.trace),
             ("--html", &a.html),
         ];
+        // A failing run writes `<stem>.failed.<ext>` beside an output that is already there: that
+        // name the tool derives must not be an input or another output either.
+        let failed = |flag: &str, p: &Path| {
+            let f = attn_wgpu::outfile::failed_run_path(p);
+            (f != p).then(|| (format!("{flag} (the .failed file of a failing run)"), f))
+        };
+        let derived: Vec<(String, PathBuf)> = outputs
+            .iter()
+            .filter_map(|(flag, p)| p.as_deref().and_then(|p| failed(flag, p)))
+            .chain(grad_files.iter().filter_map(|g| failed("--grad-out", g)))
+            .collect();
         let named: Vec<Named> = inputs
             .iter()
             .filter_map(|(flag, p)| p.as_deref().map(|p| Named::input(flag, p)))
@@ -521,18 +538,19 @@ fn check_outputs(a: &RunArgs, selection: &Selection) -> anyhow::Result<Vec<PathB
             )
             .chain(saved.iter().map(|s| Named::output("--save-inputs", s)))
             .chain(grad_files.iter().map(|s| Named::output("--grad-out", s)))
+            .chain(derived.iter().map(|(flag, p)| Named::output(flag, p)))
             .collect();
         super::check_distinct(&named)?;
     }
     if let Some(d) = &a.save_inputs {
-        std::fs::create_dir_all(d).map_err(|e| {
-            bad(format!(
-                "--save-inputs {}: cannot create the folder: {e}",
-                d.display()
-            ))
-        })?;
-        for s in &saved {
-            check_out_path("--save-inputs", s)?;
+        if d.is_dir() {
+            for s in &saved {
+                check_out_path("--save-inputs", s)?;
+            }
+        } else {
+            // Made only once the run goes ahead (a refused run leaves no empty folder): for now,
+            // that it can be made.
+            check_out_path("--save-inputs", d)?;
         }
     }
     Ok(grad_files)
