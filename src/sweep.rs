@@ -233,6 +233,10 @@ fn plot(
 
 /// A log-log plot of `data` (a line and a dot per point, one colour per series, a legend) with
 /// vertical marks, as an SVG document (800 x 500). Used by the sweep plots and the HTML report.
+/// The smallest and largest value a log-scale plot shows (µs, bytes and N all sit well inside).
+const PLOT_MIN: f64 = 1e-9;
+const PLOT_MAX: f64 = 1e18;
+
 pub fn plot_svg(
     title: &str,
     x_label: &str,
@@ -241,6 +245,22 @@ pub fn plot_svg(
     marks: &[(u32, String)],
 ) -> std::result::Result<String, String> {
     let err = |e: String| e;
+    // Log axes take finite positive values of a sane size only: a point from a result file of
+    // 0, NaN or near f64::MAX (a hostile or corrupt file) made an infinite axis and plotters
+    // looped on its ticks. Such points are left out of the picture.
+    let sane = |v: f64| v.is_finite() && (PLOT_MIN..=PLOT_MAX).contains(&v);
+    let cleaned: Series = data
+        .iter()
+        .map(|(name, pts)| {
+            let pts = pts
+                .iter()
+                .copied()
+                .filter(|p| sane(p.0) && sane(p.1))
+                .collect();
+            (name.clone(), pts)
+        })
+        .collect();
+    let data = &cleaned;
     let xs = data.iter().flat_map(|s| s.1.iter().map(|p| p.0));
     let ys = data.iter().flat_map(|s| s.1.iter().map(|p| p.1));
     let (x0, x1) = xs.fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(x), b.max(x)));

@@ -330,3 +330,87 @@ fn outputs_are_checked_before_the_run() {
     refused(&o, 2, "the .failed file of a failing run");
     assert_eq!(std::fs::read(&probe).unwrap(), before);
 }
+
+/// Every number of a result file replaced by `["<script>…"]` (non-string JSON where the schema says
+/// numbers), every string prefixed with it: the report and compare's Markdown carry none of it as
+/// raw HTML.
+#[test]
+fn non_string_values_from_a_result_file_never_reach_the_page_raw() {
+    fn poison(v: &serde_json::Value, strings: bool) -> serde_json::Value {
+        use serde_json::Value as V;
+        const X: &str = "<script>alert(1)</script>";
+        match v {
+            V::Object(m) => V::Object(
+                m.iter()
+                    .map(|(k, x)| (k.clone(), poison(x, strings)))
+                    .collect(),
+            ),
+            V::Array(a) => V::Array(a.iter().map(|x| poison(x, strings)).collect()),
+            V::Number(_) => serde_json::json!([X]),
+            V::String(s) if strings => V::String(format!("{X}{s}")),
+            other => other.clone(),
+        }
+    }
+    let d = tempfile::tempdir().unwrap();
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    for strings in [false, true] {
+        let mut files = Vec::new();
+        for f in ["attn_wgpu_small.json", "torch_sdpa_small.json"] {
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(fx.join(f)).unwrap()).unwrap();
+            let mut p = poison(&v, strings);
+            p["tool"] = v["tool"].clone();
+            p["schema_version"] = v["schema_version"].clone();
+            let path = d.path().join(format!("{strings}_{f}"));
+            std::fs::write(&path, p.to_string()).unwrap();
+            files.push(path);
+        }
+        let page = d.path().join(format!("{strings}.html"));
+        let o = bin()
+            .arg("report")
+            .args(&files)
+            .arg("-o")
+            .arg(&page)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let html = std::fs::read_to_string(&page).unwrap();
+        assert!(
+            !html.contains("<script"),
+            "raw <script> in the page (strings: {strings})"
+        );
+        let md = d.path().join(format!("{strings}.md"));
+        let o = bin()
+            .arg("compare")
+            .args(&files)
+            .arg("--md")
+            .arg(&md)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(!std::fs::read_to_string(&md).unwrap().contains("<script"));
+    }
+}
+
+/// A sweep file with a time near f64::MAX (and bytes at u64::MAX): the plots leave such points
+/// out instead of building an infinite log axis (plotters looped on it at 100 % CPU).
+#[test]
+fn absurd_values_in_a_sweep_file_do_not_hang_the_plots() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/lavapipe/sweep/sweep.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
+    for p in v["points"].as_array_mut().unwrap() {
+        p["gpu_median_us"] = serde_json::json!(1.7e308);
+        p["bytes_moved"] = serde_json::json!(u64::MAX);
+    }
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("sweep.json");
+    std::fs::write(&f, v.to_string()).unwrap();
+    let mut cmd = bin();
+    cmd.arg("report")
+        .arg(&f)
+        .arg("-o")
+        .arg(d.path().join("r.html"));
+    let o = bounded(cmd, 60);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

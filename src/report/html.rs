@@ -34,6 +34,12 @@ fn num(v: &Value, digits: usize) -> String {
     v.as_f64().map_or("–".into(), |x| format!("{x:.digits$}"))
 }
 
+/// A count from a result file (a dimension, an index, FLOPs): digits, or "?" for anything else
+/// (a hostile file's string or array must not reach the page as raw text).
+fn int(v: &Value) -> String {
+    v.as_u64().map_or("?".into(), |x| x.to_string())
+}
+
 fn bytes(v: &Value) -> String {
     v.as_u64().map_or("–".into(), crate::report::table::bytes)
 }
@@ -133,10 +139,10 @@ fn worst(v: &Value) -> String {
     }
     format!(
         "(b={}, h={}, i={}, d={}): {} vs {}; max abs err {}",
-        w["b"],
-        w["h"],
-        w["i"],
-        w["d"],
+        int(&w["b"]),
+        int(&w["h"]),
+        int(&w["i"]),
+        int(&w["d"]),
         num(&w["gpu"], 6),
         num(&w["ref"], 6),
         v["max_abs_err"]
@@ -153,10 +159,10 @@ fn run_section(s: &mut String, i: &Input) {
         "<h2>{} / {} — B{} H{} N{} D{} {} {}</h2>\n<p class=\"muted\">{}</p>",
         esc(&str_of(&v["adapter"]["name"])),
         esc(&str_of(&v["adapter"]["backend"])),
-        p["batch"],
-        p["heads"],
-        p["seq"],
-        p["head_dim"],
+        int(&p["batch"]),
+        int(&p["heads"]),
+        int(&p["seq"]),
+        int(&p["head_dim"]),
         esc(&str_of(&v["dtype"])),
         if p["causal"].as_bool() == Some(true) {
             "causal"
@@ -195,7 +201,7 @@ fn run_section(s: &mut String, i: &Input) {
             "<tr><td class=\"l\">{}</td><td>{} / {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td>{}</td>{}<td class=\"l\">{}</td></tr>",
             esc(&str_of(&r["variant"])),
-            r["predicted_dispatches"], r["observed_dispatches"],
+            int(&r["predicted_dispatches"]), int(&r["observed_dispatches"]),
             num(&f["median"], 1), num(&f["p10"], 1), num(&f["p90"], 1),
             moved,
             bytes(&r["memory"]["total_bytes"]),
@@ -252,7 +258,7 @@ fn dispatch_table(s: &mut String, r: &Value) {
                 .as_u64()
                 .map_or("–".to_string(), crate::report::table::bytes),
             crate::report::table::bytes(rw),
-            d["flops"],
+            int(&d["flops"]),
             num(&d["gpu_us"]["median"], 1),
             num(&d["achieved_gbps"], 1),
             num(&d["achieved_gflops"], 1)
@@ -411,9 +417,9 @@ fn sweep_section(s: &mut String, i: &Input) {
         "<h2>Sweep: {} / {} — B{} H{} D{} {}</h2><p class=\"muted\">{}</p>",
         esc(&str_of(&v["adapter"]["name"])),
         esc(&str_of(&v["adapter"]["backend"])),
-        p["batch"],
-        p["heads"],
-        p["head_dim"],
+        int(&p["batch"]),
+        int(&p["heads"]),
+        int(&p["head_dim"]),
         esc(&str_of(&p["dtype"])),
         esc(&i.name)
     );
@@ -461,10 +467,10 @@ fn torch_section(s: &mut String, i: &Input) {
         s,
         "<h2>PyTorch: {} — B{} H{} N{} D{} {} {}</h2><p class=\"muted\">{}</p>",
         esc(&str_of(&v["adapter"]["name"])),
-        p["batch"],
-        p["heads"],
-        p["seq"],
-        p["head_dim"],
+        int(&p["batch"]),
+        int(&p["heads"]),
+        int(&p["seq"]),
+        int(&p["head_dim"]),
         esc(&str_of(&p["dtype"])),
         if p["causal"].as_bool() == Some(true) {
             "causal"
@@ -489,7 +495,7 @@ fn torch_section(s: &mut String, i: &Input) {
             esc(&str_of(&r["variant"])),
             esc(&str_of(&r["status"])),
             num(&r["forward"]["gpu_us"]["median"], 1),
-            str_of(&r["kernels_per_forward"]),
+            int(&r["kernels_per_forward"]),
             bytes(&r["memory"]["peak_allocated_bytes"]),
             verdict_cell(&r["validation"])
         );
