@@ -414,3 +414,13 @@ fn absurd_values_in_a_sweep_file_do_not_hang_the_plots() {
     let o = bounded(cmd, 60);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+/// A variant listed twice would run twice: refused, exit 2, naming it.
+#[test]
+fn a_variant_listed_twice_is_refused() {
+    let o = bin()
+        .args(["explain", "--variant", "tiled,unfused,tiled", "--seq", "16"])
+        .output()
+        .unwrap();
+    refused(&o, 2, "lists `tiled` twice");
+}

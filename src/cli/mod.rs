@@ -48,7 +48,8 @@ pub fn check_distinct(paths: &[attn_wgpu::outfile::Named]) -> anyhow::Result<()>
     attn_wgpu::outfile::check_distinct(paths).map_err(bad)
 }
 
-/// A comma-separated list of variant names, or `all` (exit 2 on an empty list or unknown name).
+/// A comma-separated list of variant names, or `all` (exit 2 on an empty list, an unknown name or
+/// a name listed twice).
 pub fn variant_list(s: &str) -> anyhow::Result<Vec<String>> {
     let v: Vec<String> = if s == "all" {
         variants::names().into_iter().map(String::from).collect()
@@ -61,8 +62,13 @@ pub fn variant_list(s: &str) -> anyhow::Result<Vec<String>> {
     if v.is_empty() {
         return Err(bad(format!("--variants `{s}` names no variant")));
     }
-    for n in &v {
+    for (i, n) in v.iter().enumerate() {
         variants::find(n)?;
+        if v[..i].contains(n) {
+            return Err(bad(format!(
+                "--variants `{s}` lists `{n}` twice (each variant runs once)"
+            )));
+        }
     }
     Ok(v)
 }
