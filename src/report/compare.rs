@@ -117,12 +117,22 @@ pub fn parse_value(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
     let num = |k: &str| p[k].as_u64().map_or("?".into(), |x| x.to_string());
     let causal = p["causal"].as_bool().or(v["causal"].as_bool());
     let dropout = dropout_suffix(p, v);
+    // A training run's rows (its forward in training mode and its backward) are a shape of their
+    // own: its forward time is not the inference forward's.
+    let training = if p["backward"].as_bool() == Some(true)
+        || runs.iter().any(|r| r["backward"]["gpu_us"].is_object())
+    {
+        " training"
+    } else {
+        ""
+    };
     let shape = format!(
-        "B{} H{}{} N{} D{}{}{dropout}",
+        "B{} H{}{} N{}{} D{}{}{dropout}{training}",
         num("batch"),
         num("heads"),
         kv_suffix(p),
         num("seq"),
+        m_suffix(p),
         num("head_dim"),
         match causal {
             Some(true) => " causal",
@@ -226,6 +236,14 @@ pub fn parse_value(file: &str, v: &Value) -> Result<Vec<Entry>, CompareError> {
         }
     }
     Ok(out)
+}
+
+/// ` M4096` when the keys are not as many as the queries (cross-attention, decode), else empty.
+fn m_suffix(problem: &Value) -> String {
+    match (problem["kv_seq"].as_u64(), problem["seq"].as_u64()) {
+        (Some(m), Some(n)) if m != n => format!(" M{m}"),
+        _ => String::new(),
+    }
 }
 
 /// ` Hkv2` when K/V heads are shared (grouped-query attention), else empty.

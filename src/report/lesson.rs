@@ -15,8 +15,8 @@ pub struct Group<'a> {
 
 const BACKWARD: &str = " (backward)";
 
-/// The problems with at least two timed rows, forward before backward, each in the order its
-/// first row appears; sweep points are left to the sweep's own plots. A variant that several
+/// The problems with at least two timed rows, inference forward first, then a training step's
+/// forward, then backward, each in the order its first row appears; sweep points are left to the sweep's own plots. A variant that several
 /// files time on one adapter (a training run's forward beside the forward run) shows the later
 /// file's figure, as `compare` does.
 pub fn groups(entries: &[Entry]) -> Vec<Group<'_>> {
@@ -51,7 +51,8 @@ pub fn groups(entries: &[Entry]) -> Vec<Group<'_>> {
         }
     }
     out.retain(|(_, g)| g.rows.len() >= 2);
-    out.sort_by_key(|(bwd, _)| *bwd);
+    // Inference forward first, then a training step's forward, then backward.
+    out.sort_by_key(|(bwd, g)| (*bwd, g.title.contains(" training ")));
     out.into_iter()
         .map(|(_, mut g)| {
             g.rows
