@@ -75,7 +75,7 @@ forward() {
   for d in 128 256; do for dt in f16 bf16; do
     attn "$o/attn_${dt}_N1024_D$d.json" --variant all --batch 8 --heads 16 --head-dim $d --seq 1024 --dtype $dt --reps 10 --probe "$o/probe.json"
   done; done
-  attn "$o/attn_f32_N1024_D128.json" --variant unfused-inplace,tiled --batch 8 --heads 16 --head-dim 128 --seq 1024 --dtype f32 --reps 10 --probe "$o/probe.json"
+  attn "$o/attn_f32_N1024_D128.json" --variant all --batch 8 --heads 16 --head-dim 128 --seq 1024 --dtype f32 --reps 10 --probe "$o/probe.json"
 }
 
 training() {
@@ -86,7 +86,10 @@ training() {
     torch "$o/torch_bwd_${dt}_N1024_D$d.json" --backward --batch 8 --heads 16 --head-dim $d --seq 1024 --dtype $dt --reps 5
   done; done
   for dt in f32 f16 bf16; do attn "$o/attn_bwd_${dt}_N1024.json" --variant all --backward $SEED --seq 1024 --dtype $dt --reps 10; done
-  attn "$o/attn_bwd_f16_N4096.json" --variant unfused-inplace,tiled,tiled-coop,tiled-coop-vk --backward $SEED --seq 4096 --dtype f16 --reps 5
+  # `run --variant` takes one name (or all): one file per variant at N = 4096.
+  for v in unfused-inplace tiled tiled-coop tiled-coop-vk; do
+    attn "$o/attn_bwd_f16_N4096_$v.json" --variant $v --backward $SEED --seq 4096 --dtype f16 --reps 5
+  done
   for d in 128 256; do for dt in f16 bf16; do
     attn "$o/attn_bwd_${dt}_N1024_D$d.json" --variant all --backward --batch 8 --heads 16 --head-dim $d --seq 1024 --dtype $dt --reps 5
   done; done
