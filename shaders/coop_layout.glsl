@@ -6,7 +6,7 @@
 //
 // GL_KHR_cooperative_matrix gives each invocation its elements of a matrix (`s[i]`, `length()`)
 // but not their coordinates, which are the driver's. On the H200's driver (probed in lease 19,
-// results/h200/2026-12-05-v36-coop-vk-layout) lane l = 4g + t holds element i of the f32
+// results/EXPERIMENTS.md, v36-coop-vk-layout) lane l = 4g + t holds element i of the f32
 // accumulator at
 //     row = g + 8 (i >> 2),   column = 2t + (i & 1) + 8 ((i >> 1) & 1),
 // the rows' halves first, not mma.m16n8k16's column halves first. So the four lanes 4g .. 4g + 3

@@ -93,7 +93,7 @@ fn main(
     // The row's keys, cut at its causal diagonal (the same for the whole group), in blocks of
     // `stepk` (a workgroup step); this slice takes blocks split, split + SPLITS, ... so that the
     // workgroups of a K/V head read neighbouring blocks at any moment (on the H200 this measured
-    // the same as contiguous slices: results/h200/2026-12-04-v25-decode-ab).
+    // the same as contiguous slices: results/EXPERIMENTS.md, v25-decode-ab).
     let j_end = causal_keys(i + 1u);
     let stepk = ng * UNROLL;
     var mrow = ninf;  // running max and sum of the head (equal on the KW lanes)

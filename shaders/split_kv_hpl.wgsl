@@ -4,7 +4,7 @@
 // word a lane loads feeds GROUP dot products and output updates instead of being loaded again by
 // GROUP lane sets, so the workgroup's 128 / KW lane sets are all key groups: 4x the unique K/V
 // rows in flight of split_kv.wgsl at the same registers per row. On the H200 (Hq 32, Hkv 8,
-// D 128, N 1, f16) B16 M65536 went from 2322 to 1418 µs (results/h200/2026-12-04-v31-*).
+// D 128, N 1, f16) B16 M65536 went from 2322 to 1418 µs (results/EXPERIMENTS.md, v31-*).
 // Per-head state lives in named variables behind `if (GROUP > c)` (arrays indexed by head were
 // not kept in registers on the H200, v25 dec4). Same partial layout and combine as split_kv.wgsl.
 

@@ -30,7 +30,7 @@ diagnostic(off, derivative_uniformity);
 // D/16 (`D16`, 1 .. 16: D up to 256) is a pipeline constant. The D/16 Q matrices and P V
 // accumulators are named private variables (qa0.., acc0..) with every use behind a test of D16
 // that the constant folds, so that they stay in registers: arrays of matrices indexed in loops
-// were 44 % slower on the H200 (results/h200/2026-12-04-v26-coop-wide).
+// were 44 % slower on the H200 (results/EXPERIMENTS.md, v26-coop-wide).
 // Cooperative loads: `coopLoadT` reads row-major, `coopLoad` column-major; Kᵀ is K read
 // column-major. The host checks D % 16 == 0, D <= 256 and 32-wide subgroups, and pads Q by 128 rows
 // (Q is read straight from device memory; rows past N are never written back).
@@ -52,7 +52,7 @@ const BC: u32 = 16u;
 // How P enters P V: 0: P in one f16, as FlashAttention does (11 bits: within PyTorch's rule, the
 // host's default; fails `--tolerance strict`); 2: P = hi + lo f16 parts (lo an f16 subnormal for small P), both products into the same
 // accumulators. (1, lo scaled by 2^12 into a second set of accumulators, was measured slower on the
-// H200 and removed: results/h200/2026-12-02-v6.)
+// H200 and removed: results/EXPERIMENTS.md, v6.)
 override LO: u32 = 2u;
 // Rescale only when a row's block maximum exceeds its reference maximum by more than TAU (base 2);
 // 0: whenever it grows (FlashAttention-2's rule).
@@ -111,7 +111,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     let head = params.head_offset + wg.y;
     let base = head * n * d;
     // Query blocks in grid order. (Heaviest first, the causal tail's usual trick, was 1 % slower at
-    // N=1024 and 5 % at N=4096 on the H200: results/h200/2026-12-02-v11-order-kp.)
+    // N=1024 and 5 % at N=4096 on the H200: results/EXPERIMENTS.md, v11-order-kp.)
     let i0 = wg.x * BR;
     let r0 = i0 + sg * 16u;  // first row of this subgroup
     let row = lane % 16u;

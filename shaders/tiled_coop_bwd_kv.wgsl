@@ -20,7 +20,7 @@ enable wgpu_cooperative_matrix;
 // masked), so the workgroup arrays hold one block: ks, vs 2 x 16 x 72 f16, sp 4 x 16 x 16 f16 (one
 // tile a subgroup: P ∘ Z, then dS), sf 4 x 16 x 16 f32 (one tile a subgroup: Sᵀ, then dPᵀ), L and
 // D 2 x 16 f32: 10880 bytes at D = 64. Workgroup storage is what limits this kernel on the H200
-// (B8 H16 N4096 D64 causal, results/h200/2026-12-04-v34-bwd-kv-direct): staging the 64 keys' K and V through workgroup
+// (B8 H16 N4096 D64 causal, results/EXPERIMENTS.md, v34-bwd-kv-direct): staging the 64 keys' K and V through workgroup
 // memory first (30848 bytes) ran 8650 µs, reading them as matrices (17024) 5554, the same kernel
 // with 13824 unused bytes added back (30848) 8336; one sf tile instead of two (12928) 5113; one sp
 // tile too (10880) 5018.

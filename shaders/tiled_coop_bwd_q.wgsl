@@ -15,7 +15,7 @@ enable wgpu_cooperative_matrix;
 //   3. dQ += dS K.
 // Causal blocks above the subgroup's rows are skipped. Workgroup storage: K and V 2 x 16 x (D + 8)
 // f16, dS 8 x 16 x 16 f16, S then dP 8 x 16 x 16 f32: 16896 bytes at D = 64, 2112 a subgroup. On the
-// H200 at N = 4096 (results/h200/2026-12-04-v34-bwd-kv-direct): S and dP side by side with four
+// H200 at N = 4096 (results/EXPERIMENTS.md, v34-bwd-kv-direct): S and dP side by side with four
 // subgroups (3712 bytes a subgroup) 3620 µs, one tile 3543-3559, eight subgroups 3464.
 
 @group(0) @binding(1) var<storage, read> q: array<st>;

@@ -14,7 +14,7 @@ diagnostic(off, derivative_uniformity);
 // workgroup barriers are paid once per 32 rows instead of 16 (FlashAttention-2 gives each warp
 // 32+ rows at D = 64 for the same reasons). On the H200 (B8 H16 causal f16, D = 64) this took
 // N = 1024 from 323.8 to 269.3 µs and N = 4096 from 3667.5 to 2789.7
-// (results/h200/2026-12-04-v29-coop-rt2). It holds 2 x D/16 Q matrices and P V accumulators,
+// (results/EXPERIMENTS.md, v29-coop-rt2). It holds 2 x D/16 Q matrices and P V accumulators,
 // so only D <= 64 (D16 <= 4) is taken here; at D = 128 the same code was slower than one tile.
 // Lane (row = lane % 16, half = lane / 16) keeps the statistics of row `row` of both tiles.
 // Workgroup storage: K and V 2 x 16 x (D + 8) f16, P hi and lo 2 x 8 x 16 x 16 f16, sf 4 x 32 x

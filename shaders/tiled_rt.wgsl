@@ -38,7 +38,7 @@
 
 // Double-buffer K and V through registers (see the main loop). The host turns it on for f32 storage
 // only: on the H200 it cut the f32 kernel from 2965 to 2666 µs, while f16 (2996 -> 4743 µs) and
-// bf16 (3968 -> 5150 µs) got slower at the seed's shape (results/h200/2026-12-02-v2); without it
+// bf16 (3968 -> 5150 µs) got slower at the seed's shape (results/EXPERIMENTS.md, v2); without it
 // the staging loop is the direct one of the first version.
 override PREFETCH: bool = true;
 // Rows per thread (4, 2 or 1), keys per block (16, 8 or 4), ceil(D / 4): set by the host.

@@ -4,7 +4,7 @@
 //
 // A workgroup of 128 threads owns BR = 64 query rows of one head and walks key blocks of BC = 32
 // keys (the host's default, tile `rt2`) or 64 (`rt2:64`, 48 KiB; 2.2-3.6x slower on the H200,
-// results/h200/2026-12-03-v15-rt2-ab and v16). Thread t = 8*ty + tx (ty = 0..15, tx = 0..7) owns
+// results/EXPERIMENTS.md, v15-rt2-ab and v16). Thread t = 8*ty + tx (ty = 0..15, tx = 0..7) owns
 //   rows     4ty .. 4ty+3                       (one vec4 of the transposed Q tile),
 //   keys     4tx .. 4tx+3 (and 32 + 4tx .. +3)  of each block (one vec4 of the transposed K tile
 //                                               per 32-key slab),
