@@ -288,3 +288,26 @@ pub fn random_case(rng: &mut rand_pcg::Pcg32, backward: bool) -> Case {
         desc,
     }
 }
+
+/// Runs `c` with no standard input, output captured, killing it if it has not finished within
+/// `secs`: the output, or why not (a hang).
+pub fn bounded(mut c: std::process::Command, secs: u64) -> Result<std::process::Output, String> {
+    use std::process::Stdio;
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let t0 = std::time::Instant::now();
+    loop {
+        if child.try_wait().map_err(|e| e.to_string())?.is_some() {
+            return child.wait_with_output().map_err(|e| e.to_string());
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(secs) {
+            let _ = child.kill();
+            return Err(format!("hang: still running after {secs} s"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

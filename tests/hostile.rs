@@ -38,25 +38,9 @@ fn refused(o: &Output, code: i32, needle: &str) {
     assert!(e.contains(needle), "missing `{needle}` in:\n{e}");
 }
 
-/// Runs `c`, killing it (and failing) if it has not finished within `secs`.
-fn bounded(mut c: Command, secs: u64) -> Output {
-    let mut child = c
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if t0.elapsed() > Duration::from_secs(secs) {
-            let _ = child.kill();
-            panic!("still running after {secs} s: a hang");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Runs `c`, failing the test if it has not finished within `secs` (a hang).
+fn bounded(c: Command, secs: u64) -> Output {
+    common::bounded(c, secs).unwrap_or_else(|why| panic!("{why}"))
 }
 
 #[test]

@@ -6,9 +6,6 @@
 //! variant), never a signal, a panic (101), a validation FAIL (3: a wrong result) or a hang (a
 //! time limit per process). The case count is bounded for CI (PROPTEST_CASES raises it).
 
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-
 use proptest::prelude::*;
 
 mod common;
@@ -120,26 +117,9 @@ fn case() -> impl Strategy<Value = Vec<String>> {
 /// Runs the binary in a fresh folder; the exit code, or a failure for a signal or a hang.
 fn outcome(args: &[String]) -> Result<(i32, String), String> {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = common::bin()
-        .args(args)
-        .current_dir(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if t0.elapsed() > Duration::from_secs(SECS) {
-            let _ = child.kill();
-            return Err(format!("hang: still running after {SECS} s"));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let o = child.wait_with_output().unwrap();
+    let mut c = common::bin();
+    c.args(args).current_dir(dir.path());
+    let o = common::bounded(c, SECS)?;
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     match o.status.code() {
         Some(c) => Ok((c, err)),

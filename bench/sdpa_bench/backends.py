@@ -8,18 +8,7 @@ import os
 import platform
 import warnings
 
-try:
-    import numpy as np
-except ImportError:  # cli.main() says so; --help and the numpy-free parts still work
-    np = None
-
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError:  # cli.main() says so
-    torch = None
-    F = None
-
+from .common import np, torch, F  # optional: cli.main() says when missing
 from .validation import blocked_keys, mask_only_blocks
 
 

@@ -7,20 +7,8 @@ import math
 import os
 import sys
 
-try:
-    import numpy as np
-except ImportError:  # cli.main() says so; --help and the numpy-free parts still work
-    np = None
-
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError:  # cli.main() says so
-    torch = None
-    F = None
-
+from .common import ALL_VARIANTS, DEFAULTS, DTYPE_NAMES, np, parse_int_list, torch, torch_dtype, truncate, write_json_atomic
 from .backends import configure_precision, load_npy_inputs, pick_device
-from .common import ALL_VARIANTS, DEFAULTS, DTYPE_NAMES, parse_int_list, torch_dtype, truncate, write_json_atomic
 from .runner import run_point
 from .validation import GRAD_HEADS, MASK_CONVENTIONS, TOLERANCE_MODES, load_npy_mask
 

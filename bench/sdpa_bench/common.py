@@ -8,6 +8,7 @@ import math
 import os
 import re
 
+# The optional dependencies, imported once: every other module takes np, torch and F from here.
 try:
     import numpy as np
 except ImportError:  # cli.main() says so; --help and the numpy-free parts still work

@@ -9,20 +9,8 @@ import shlex
 import sys
 import time
 
-try:
-    import numpy as np
-except ImportError:  # cli.main() says so; --help and the numpy-free parts still work
-    np = None
-
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError:  # cli.main() says so
-    torch = None
-    F = None
-
+from .common import explanatory_warnings, MAX_CAPTURED_WARNINGS, np, SCHEMA_VERSION, TOOL_NAME, torch, torch_dtype, truncate
 from .backends import SDPA_BACKENDS, adapter_info, build_masks, kernel_context, make_forward, make_inputs, unsupported_reason, versions_info
-from .common import MAX_CAPTURED_WARNINGS, SCHEMA_VERSION, TOOL_NAME, explanatory_warnings, torch_dtype, truncate
 from .timing import free_device_memory, is_oom, measure, profile_forward, summarize_us
 from .validation import DROPOUT_UNCHECKED, FUDGE, FULLY_MASKED, MAX_RANDOM_ROWS, PYTORCH_DEFAULTS, STRICT_TOLERANCES, check_grads, fully_masked_rows, low_precision_rows, pytorch_tolerance, reference_grads, reference_rows, select_rows
 

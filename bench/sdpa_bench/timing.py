@@ -7,19 +7,7 @@ import sys
 import time
 import warnings
 
-try:
-    import numpy as np
-except ImportError:  # cli.main() says so; --help and the numpy-free parts still work
-    np = None
-
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError:  # cli.main() says so
-    torch = None
-    F = None
-
-from .common import truncate
+from .common import np, torch, truncate
 from .validation import DROPOUT_UNCHECKED, FULLY_MASKED, validate
 
 

@@ -4,19 +4,7 @@ twin, the tolerance rule (the same as attn-wgpu's src/validate.rs), the forward 
 from __future__ import annotations
 
 
-try:
-    import numpy as np
-except ImportError:  # cli.main() says so; --help and the numpy-free parts still work
-    np = None
-
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError:  # cli.main() says so
-    torch = None
-    F = None
-
-from .common import torch_dtype
+from .common import np, torch, torch_dtype
 
 
 # Validation: an element passes when |gpu - ref| <= atol + rtol * |ref|, with atol and rtol from
