@@ -2,7 +2,7 @@
 //! host cannot hold is refused with the bytes it needs and the limit (exit 2), instead of an
 //! allocation failure that aborts the process.
 //!
-//! What a run holds on the host at its peak (README: "Host memory"):
+//! What a run holds on the host at its peak :
 //! - Q as f32 (generated or read from .npy): B·H·N·D · 4 bytes; K and V with their own heads and
 //!   length: 2 · B·Hkv·M·D · 4 bytes (Q alone was counted before, so a long --kv-seq slipped by);
 //! - the mask bias as f32 and its upload copy: 2 · bias bytes;

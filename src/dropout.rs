@@ -2,7 +2,7 @@
 //! that anyone can regenerate: Philox4x32-10 (Random123, Salmon et al., SC'11) counting over the
 //! elements.
 //!
-//! # The keep mask (README, "Dropout", has the same in numpy)
+//! # The keep mask (docs/training.md, "Dropout", has the same in numpy)
 //! Element (b, h, i, j) of the probabilities P (query row i, key j, head g = b·H + h):
 //! ```text
 //! key     = (seed mod 2^32, seed >> 32)
@@ -108,7 +108,7 @@ impl Dropout {
     }
 }
 
-/// floor(p · 2^32) for 0 <= p < 1, in double precision (as the README's numpy recipe).
+/// floor(p · 2^32) for 0 <= p < 1, in double precision (as the numpy recipe of docs/training.md).
 pub fn threshold(p: f64) -> u32 {
     (p * 4294967296.0).floor().clamp(0.0, u32::MAX as f64) as u32
 }

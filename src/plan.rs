@@ -232,10 +232,10 @@ pub struct Dispatch {
     /// Storage bindings `@binding(1..)`, in order; `@binding(0)` is always `params`.
     pub bindings: Vec<BindingDecl>,
     pub workgroups: [u32; 3],
-    /// Estimated bytes this dispatch reads from / writes to device memory (README: traffic model).
+    /// Estimated bytes this dispatch reads from / writes to device memory (docs/architecture.md: traffic model).
     pub reads_bytes: u64,
     pub writes_bytes: u64,
-    /// Floating-point operations counted as in the README (a multiply-add is 2).
+    /// Floating-point operations counted as in docs/architecture.md (a multiply-add is 2).
     pub flops: u64,
     /// What the dispatch does, in words (e.g. what `mask` does with no mask).
     pub note: String,

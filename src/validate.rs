@@ -1,7 +1,7 @@
 //! Compares a GPU output against the f64 reference: worst element, not mean error.
 //!
 //! An element passes when `|gpu - ref| <= atol + rtol * |ref|` (and is finite). The verdict is PASS
-//! only if every checked element passes. Two rules set atol and rtol ([`ToleranceMode`], README
+//! only if every checked element passes. Two rules set atol and rtol ([`ToleranceMode`], docs/correctness.md
 //! "Correctness"), one for attn-wgpu's rows and bench/torch_sdpa.py's PyTorch rows alike:
 //! - `pytorch` (default), PyTorch's own method for its fused SDPA kernels: atol =
 //!   [`FUDGE`] x max(the largest error of the low-precision twin
@@ -28,7 +28,7 @@ pub struct Tolerance {
     pub rtol: f64,
 }
 
-/// The one place the per-dtype tolerances are written (mirrored in README.md).
+/// The one place the per-dtype tolerances are written (mirrored in docs/correctness.md).
 pub fn tolerance(dtype: DType) -> Tolerance {
     match dtype {
         // f32 storage and f32 accumulation: rounding of N-term sums and of exp().

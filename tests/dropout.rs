@@ -1,6 +1,6 @@
 //! Dropout (`--dropout`) on the test adapter: the keep mask that the GPU applies is the one
 //! src/dropout.rs defines, the same for every variant; p = 0 adds no work; the command line's
-//! keep.npy, its size limit, bad values and the eval-mode warning; and the README's numpy recipe
+//! keep.npy, its size limit, bad values and the eval-mode warning; and the numpy recipe of docs/training.md
 //! regenerates keep.npy exactly.
 
 mod common;
@@ -224,15 +224,15 @@ fn cli_dropout_keep_npy_warning_and_bad_values() {
     assert!(!big.join("q.npy").exists());
 }
 
-/// The README's numpy recipe (the ```python block after the marker `keep-mask recipe`),
+/// docs/training.md's numpy recipe (the ```python block after the marker `keep-mask recipe`),
 /// run by python3 on a keep.npy this build wrote: it must regenerate the mask exactly.
 #[test]
-fn the_readme_numpy_recipe_regenerates_keep_npy() {
+fn the_documented_numpy_recipe_regenerates_keep_npy() {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/training.md")).unwrap();
     let at = readme
         .find("keep-mask recipe")
-        .expect("README has the keep-mask recipe");
+        .expect("docs/training.md has the keep-mask recipe");
     let rest = &readme[at..];
     let start = rest.find("```python\n").expect("a python block") + "```python\n".len();
     let recipe = &rest[start..start + rest[start..].find("```").unwrap()];
@@ -268,7 +268,7 @@ fn the_readme_numpy_recipe_regenerates_keep_npy() {
             .expect("python3 (with numpy: .ci/run installs python3-numpy)");
         assert!(
             o.status.success(),
-            "the README recipe failed: {}{}",
+            "the docs/training.md recipe failed: {}{}",
             String::from_utf8_lossy(&o.stdout),
             stderr(&o)
         );

@@ -118,7 +118,7 @@ pub struct ShapeArgs {
     /// Storage dtype: f32, f16 or bf16 (default f32; `run`: the dtype of the --q/--k/--v files).
     #[arg(long)]
     pub dtype: Option<String>,
-    /// Seed of the input generator (see README: same seed, same bits everywhere).
+    /// Seed of the input generator (see docs/correctness.md: same seed, same bits everywhere).
     #[arg(long, allow_negative_numbers = true, default_value_t = 0)]
     pub seed: u64,
     /// How outputs are judged: `pytorch` (PyTorch's method: 4 x the error of a low-precision
@@ -133,7 +133,7 @@ pub struct ShapeArgs {
     pub backward: bool,
     /// Dropout on the attention probabilities after softmax, as SDPA's dropout_p: 0 <= P < 1
     /// (default 0: none, and no dropout work in any kernel). Kept ones are scaled by 1/(1-P);
-    /// the keep mask is Philox4x32-10 of the seed over (b, h, i, j) (README, "Dropout"), the
+    /// the keep mask is Philox4x32-10 of the seed over (b, h, i, j) (docs/training.md, "Dropout"), the
     /// same in every variant and in the f64 reference.
     #[arg(long, allow_negative_numbers = true, default_value_t = 0.0)]
     pub dropout: f64,

@@ -13,7 +13,7 @@ use super::{bad, check_out_path};
 
 #[derive(Args)]
 pub struct ProbeArgs {
-    /// Where to write the probe JSON (default: the per-user cache, see README; `run` looks there).
+    /// Where to write the probe JSON (default: the per-user cache, see docs/profiling.md; `run` looks there).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Bytes copied by the bandwidth probe, in MiB (default: 64 on a CPU adapter, else up to 1024

@@ -303,7 +303,7 @@ fn check_keep_size(p: &Problem) -> anyhow::Result<()> {
         return Err(bad(format!(
             "--save-inputs with --dropout writes keep.npy, one byte per (b, h, i, j): B*H*N*N = \
              {elems} elements is above the limit of {} (256 MiB); use a smaller shape, or \
-             regenerate the mask from the README's recipe",
+             regenerate the mask with the recipe in docs/training.md",
             attn_wgpu::dropout::MAX_SAVED_MASK
         )));
     }
@@ -549,7 +549,18 @@ fn check_outputs(a: &RunArgs, selection: &Selection) -> anyhow::Result<Vec<PathB
             }
         } else {
             // Made only once the run goes ahead (a refused run leaves no empty folder): for now,
-            // that it can be made.
+            // that it can be made (its parent is a folder that takes a new entry).
+            let parent = match d.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            if d.exists() || !parent.is_dir() {
+                return Err(bad(format!(
+                    "--save-inputs {}: cannot create the folder: {} is not a folder",
+                    d.display(),
+                    if d.exists() { d } else { parent }.display()
+                )));
+            }
             check_out_path("--save-inputs", d)?;
         }
     }

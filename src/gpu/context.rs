@@ -481,7 +481,7 @@ impl Gpu {
     }
 
     /// The default of [`Gpu::wait_timeout`] (`--gpu-timeout`): long enough for the largest
-    /// software-adapter runs the README shows, short enough that a hung GPU is reported.
+    /// software-adapter runs docs/sample-output.md shows, short enough that a hung GPU is reported.
     pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
     /// Blocks until all submitted work is done, in slices of at most one second (so that a lost

@@ -6,7 +6,7 @@
 //! masks, key padding), dropout.
 //!
 //! wgpu 30's WGSL cooperative matrices have no element access, which is why `tiled-coop` sends
-//! every score and probability tile through workgroup memory (README, the walls). GLSL's
+//! every score and probability tile through workgroup memory (docs/variants.md). GLSL's
 //! cooperative matrices have element access but leave the element coordinates to the driver, so
 //! the kernel assumes one layout (the H200 driver's, shaders/coop_layout.glsl: [`assumed_acc`],
 //! [`assumed_a`]) and the device is asked first: at device creation [`probe`] runs

@@ -53,7 +53,7 @@ pub struct ResultsFile<'a> {
     /// The probe behind `runs[].dispatches[].roofline` (None: no probe file was found or given).
     pub roofline: Option<crate::report::roofline::RooflineSource>,
     pub warnings: Vec<String>,
-    /// `--dropout`: p, the threshold and scale the kernels use, the Philox key (README, "Dropout").
+    /// `--dropout`: p, the threshold and scale the kernels use, the Philox key (docs/training.md, "Dropout").
     pub dropout: Option<crate::dropout::Dropout>,
 }
 
