@@ -311,3 +311,40 @@ pub fn bounded(mut c: std::process::Command, secs: u64) -> Result<std::process::
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A file of tests/fixtures.
+pub fn fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// A JSON fixture, parsed (to be changed and written elsewhere by a test).
+pub fn fixture_json(name: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture(name)).unwrap()).unwrap()
+}
+
+/// `run` of one variant on a problem small enough for the software adapter in well under a
+/// second: B1 H1 N16 D16, no warm-up, one recorded forward.
+pub fn tiny_run(variant: &str) -> Vec<String> {
+    [
+        "run",
+        "--variant",
+        variant,
+        "--batch",
+        "1",
+        "--heads",
+        "1",
+        "--seq",
+        "16",
+        "--head-dim",
+        "16",
+        "--warmup",
+        "0",
+        "--reps",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}

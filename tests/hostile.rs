@@ -10,24 +10,9 @@ mod common;
 
 use common::{bin, stderr};
 
-const TINY: [&str; 12] = [
-    "run",
-    "--variant",
-    "tiled",
-    "--batch",
-    "1",
-    "--heads",
-    "1",
-    "--seq",
-    "16",
-    "--head-dim",
-    "16",
-    "--warmup",
-];
-
 fn tiny() -> Command {
     let mut c = bin();
-    c.args(TINY).args(["0", "--reps", "1"]);
+    c.args(common::tiny_run("tiled"));
     c
 }
 
@@ -126,9 +111,7 @@ fn a_fifo_as_an_input_is_refused_not_waited_on() {
 
 #[test]
 fn compare_escapes_a_hostile_adapter_name_in_markdown() {
-    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/attn_wgpu_small.json");
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fx).unwrap()).unwrap();
+    let mut v = common::fixture_json("attn_wgpu_small.json");
     v["adapter"]["name"] = "<svg onload=alert(1)>|x\ny".into();
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("r.json");
@@ -154,9 +137,7 @@ fn compare_escapes_a_hostile_adapter_name_in_markdown() {
 #[test]
 fn a_report_of_nothing_is_exit_2() {
     let d = tempfile::tempdir().unwrap();
-    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/attn_wgpu_small.json");
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fx).unwrap()).unwrap();
+    let mut v = common::fixture_json("attn_wgpu_small.json");
     v["runs"] = serde_json::json!([]);
     let f = d.path().join("empty.json");
     std::fs::write(&f, v.to_string()).unwrap();
@@ -231,7 +212,7 @@ fn an_interrupt_during_the_final_write_leaves_no_temp_file() {
 /// minutes. Now refused at once, as not what numpy writes.
 #[test]
 fn an_npy_header_nested_deeper_than_numpy_writes_is_refused_at_once() {
-    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nested_header.npy");
+    let f = common::fixture("nested_header.npy");
     let mut cmd = bin();
     cmd.args(["run", "--variant", "tiled", "--q"])
         .arg(&f)
@@ -336,12 +317,10 @@ fn non_string_values_from_a_result_file_never_reach_the_page_raw() {
         }
     }
     let d = tempfile::tempdir().unwrap();
-    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     for strings in [false, true] {
         let mut files = Vec::new();
         for f in ["attn_wgpu_small.json", "torch_sdpa_small.json"] {
-            let v: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(fx.join(f)).unwrap()).unwrap();
+            let v = common::fixture_json(f);
             let mut p = poison(&v, strings);
             p["tool"] = v["tool"].clone();
             p["schema_version"] = v["schema_version"].clone();

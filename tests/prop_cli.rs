@@ -83,28 +83,8 @@ fn case() -> impl Strategy<Value = Vec<String>> {
     let flags = proptest::collection::vec(proptest::sample::select(RUN_FLAGS), 0..=1);
     let variant = proptest::sample::select(&["tiled", "unfused", "math", "auto", "split-kv"][..]);
     (variant, opts, flags).prop_map(|(v, opts, flags)| {
-        let mut a: Vec<String> = [
-            "run",
-            "--variant",
-            v,
-            "--batch",
-            "1",
-            "--heads",
-            "1",
-            "--seq",
-            "16",
-            "--head-dim",
-            "16",
-            "--warmup",
-            "0",
-            "--reps",
-            "1",
-            "--host-reps",
-            "0",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let mut a = common::tiny_run(v);
+        a.extend(["--host-reps", "0"].map(String::from));
         for (o, v) in opts {
             a.push(o.to_string());
             a.push(v);

@@ -230,10 +230,7 @@ fn bad_report_input_is_exit_2_and_writes_nothing() {
 fn the_report_opens_with_the_lesson_chart() {
     let t = tempfile::tempdir().unwrap();
     let d = t.path();
-    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fx.join("attn_wgpu_small.json")).unwrap())
-            .unwrap();
+    let mut run = common::fixture_json("attn_wgpu_small.json");
     // A command recorded with the binary's path (as files before the fix were).
     run["command"] = "/home/someone/build/target/release/attn-wgpu run --variant all".into();
     let runf = d.join("run.json");
@@ -242,7 +239,7 @@ fn the_report_opens_with_the_lesson_chart() {
     ok(bin()
         .arg("report")
         .arg(&runf)
-        .arg(fx.join("torch_sdpa_small.json"))
+        .arg(common::fixture("torch_sdpa_small.json"))
         .arg("-o")
         .arg(&page));
     let html = std::fs::read_to_string(&page).unwrap();
