@@ -67,7 +67,9 @@ forward() {
   for d in 128 256; do for dt in f16 bf16; do
     torch "$o/torch_${dt}_N1024_D$d.json" --batch 8 --heads 16 --head-dim $d --seq 1024 --dtype $dt --reps 10
   done; done
-  torch "$o/torch_f32_N1024_D128.json" --batch 8 --heads 16 --head-dim 128 --seq 1024 --dtype f32 --reps 10 --variants naive-inplace,efficient
+  for d in 128 256; do
+    torch "$o/torch_f32_N1024_D$d.json" --batch 8 --heads 16 --head-dim $d --seq 1024 --dtype f32 --reps 10 --variants naive-inplace,efficient
+  done
   step "$o/adapters.txt" sh -c "\"$B\" adapters > \"$o/adapters.txt\""
   step "$o/probe.json" "$B" probe --out "$o/probe.json"
   attn "$o/attn_f32_N1024.json" --variant all $SEED --seq 1024 --dtype f32 --probe "$o/probe.json"
@@ -76,7 +78,9 @@ forward() {
   for d in 128 256; do for dt in f16 bf16; do
     attn "$o/attn_${dt}_N1024_D$d.json" --variant all --batch 8 --heads 16 --head-dim $d --seq 1024 --dtype $dt --reps 10 --probe "$o/probe.json"
   done; done
-  attn "$o/attn_f32_N1024_D128.json" --variant all --batch 8 --heads 16 --head-dim 128 --seq 1024 --dtype f32 --reps 10 --probe "$o/probe.json"
+  for d in 128 256; do
+    attn "$o/attn_f32_N1024_D$d.json" --variant all --batch 8 --heads 16 --head-dim $d --seq 1024 --dtype f32 --reps 10 --probe "$o/probe.json"
+  done
 }
 
 training() {

@@ -220,15 +220,6 @@ fn drop_rows(head: u32, rows: vec4<u32>, j: u32) -> vec4<f32> {
                      drop1(head, rows.w, j));
 }
 
-// PACK neighbouring elements per store (D is even when PACK = 2, so pairs never leave the row).
-fn store_vec(row: u32, col: u32, d: u32, x: vec4<f32>) {
-    for (var c = 0u; c < 4u; c += PACK) {
-        if (col + c < d) {
-            let e = row + col + c;
-            o[e / PACK] = pack(x[c], x[min(c + 1u, 3u)]);
-        }
-    }
-}
 
 // This thread's K and V elements of key block j0: element e = t + 64x (x < LPT) of the block is
 // key e / W, column e % W (consecutive threads, consecutive columns); 0 past the M keys or D.

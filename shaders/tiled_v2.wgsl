@@ -313,13 +313,3 @@ fn store8(base: u32, i: u32, tx: u32, d: u32, n: u32, a: vec4<f32>, b: vec4<f32>
     store_vec(base + i * d, 4u * tx, d, a);
     store_vec(base + i * d, 32u + 4u * tx, d, b);
 }
-
-// PACK neighbouring elements per store (D is even when PACK = 2, so pairs never leave the row).
-fn store_vec(row: u32, col: u32, d: u32, x: vec4<f32>) {
-    for (var c = 0u; c < 4u; c += PACK) {
-        if (col + c < d) {
-            let e = row + col + c;
-            o[e / PACK] = pack(x[c], x[min(c + 1u, 3u)]);
-        }
-    }
-}

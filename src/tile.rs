@@ -13,6 +13,10 @@ pub const RT_PART_STORAGE: u64 = 1024;
 /// K and V add BC · 512 bytes.
 pub const RT2_Q_STORAGE: u64 = 16384;
 
+/// Workgroup storage of tiled_v3.wgsl at every D: one 64-column chunk of Q (64 rows), K and V
+/// (32 keys each), f32.
+pub const RT3_STORAGE: u64 = 32768;
+
 /// Pipeline constants that the tile configuration or the shape owns (they size workgroup storage,
 /// the grid or the kernel's loops, so the host's figures depend on them): `--override` refuses
 /// them in favour of `--tile` (or `--head-dim` for tiled_coop.wgsl's `D16`).
@@ -113,6 +117,9 @@ pub fn check_knob(name: &str, value: f64) -> Result<(), String> {
 pub enum TileKernel {
     /// tiled_v2.wgsl: 128 threads, 64 rows, key blocks of BC, P exchanged by subgroup shuffles.
     Rt2,
+    /// tiled_v3.wgsl: tiled_v2's layout for D = 72 .. 256, the head dimension walked in chunks
+    /// of 64 columns (32 KiB of workgroup storage at every D), key blocks of 32.
+    Rt3,
     /// tiled_rt.wgsl: 64 threads, 64 rows (32 for D <= 128, 16 for D <= 256), key blocks of 16
     /// (8 or 4 where storage is short).
     Rt,
@@ -146,6 +153,7 @@ impl TileConfig {
     pub const fn storage_bytes(&self) -> u64 {
         match self.kernel {
             TileKernel::Rt2 => RT2_Q_STORAGE + self.bc as u64 * 512,
+            TileKernel::Rt3 => RT3_STORAGE,
             TileKernel::Rt => {
                 (self.br as u64 + 2 * self.bc as u64) * self.dp as u64 * 16
                     + self.bc as u64 * 256
@@ -164,21 +172,27 @@ impl TileConfig {
         }
     }
 
-    /// The register-tiled kernels (tiled_v2.wgsl, tiled_rt.wgsl), as against one row per thread
-    /// (tiled.wgsl) or the cooperative-matrix kernel.
+    /// The register-tiled kernels (tiled_v2.wgsl, tiled_v3.wgsl, tiled_rt.wgsl), as against one
+    /// row per thread (tiled.wgsl) or the cooperative-matrix kernel.
     pub fn register_tiled(&self) -> bool {
-        matches!(self.kernel, TileKernel::Rt2 | TileKernel::Rt)
+        matches!(
+            self.kernel,
+            TileKernel::Rt2 | TileKernel::Rt3 | TileKernel::Rt
+        )
     }
 }
 
 /// Which kernel (and BR) the `tiled` variant runs: what `tune` searches and `--tile` forces.
 /// Written `rt2:BC` (the register-tiled v2 kernel, P exchanged by subgroup shuffles, key blocks
-/// of BC = 32 or 64; `rt2` alone is `rt2:32`), `rt` (the first register-tiled kernel) or `row:BR`
-/// (one row per thread, BR rows a workgroup).
+/// of BC = 32 or 64; `rt2` alone is `rt2:32`), `rt3` (its layout for D = 72 .. 256, the head
+/// dimension walked in chunks of 64), `rt` (the first register-tiled kernel) or `row:BR` (one row
+/// per thread, BR rows a workgroup).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TileChoice {
     /// rt2 with key blocks of this many keys (32 or 64).
     Subgroup(u32),
+    /// rt3: tiled_v3.wgsl, D = 72 .. 256 in chunks of 64 columns.
+    Chunked,
     RegisterTiled,
     Row(u32),
 }
@@ -192,6 +206,9 @@ impl TileChoice {
         }
         if t == "rt2" {
             return Ok(TileChoice::Subgroup(32));
+        }
+        if t == "rt3" {
+            return Ok(TileChoice::Chunked);
         }
         if let Some(bc) = t.strip_prefix("rt2:") {
             return match bc.trim() {
@@ -211,7 +228,8 @@ impl TileChoice {
         }
         Err(format!(
             "--tile `{s}` is unknown (expected `rt2` or `rt2:64`, the register-tiled v2 kernel, \
-             `rt`, the first register-tiled kernel, or `row:BR`, e.g. `row:32`)"
+             `rt3`, its layout for D = 72 .. 256, `rt`, the first register-tiled kernel, or \
+             `row:BR`, e.g. `row:32`)"
         ))
     }
 }
@@ -220,6 +238,7 @@ impl std::fmt::Display for TileChoice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TileChoice::Subgroup(bc) => write!(f, "rt2:{bc}"),
+            TileChoice::Chunked => write!(f, "rt3"),
             TileChoice::RegisterTiled => write!(f, "rt"),
             TileChoice::Row(br) => write!(f, "row:{br}"),
         }

@@ -568,6 +568,73 @@ fn tiled_takes_its_v2_kernel_where_subgroups_allow_and_says_why_not_elsewhere() 
     assert_eq!(t.choice, TileChoice::RegisterTiled);
 }
 
+/// Above D = 64 `tiled` takes the chunked kernel (tile `rt3`, tiled_v3.wgsl) where subgroups of
+/// at least 8 lanes allow and D is a multiple of 8, within 32 KiB of workgroup storage and with D as
+/// its pipeline constant; elsewhere `rt`, and a forced `rt3` that cannot run names the reason.
+#[test]
+fn tiled_takes_the_chunked_kernel_above_d64_and_says_why_not_elsewhere() {
+    use tiled::{TileChoice, TileRequest};
+    let mut c = caps().with_shader_features(wgpu::Features::SUBGROUP);
+    c.subgroup_min_size = 8;
+    c.subgroup_max_size = 32;
+    c.max_workgroup_storage = 32768;
+    for d in [72u32, 80, 128, 200, 256] {
+        let p = Problem::new(1, 2, 100, d, true, 0);
+        let plan = variants::plan("tiled", &p, &c).unwrap();
+        assert_eq!(
+            plan.tile.clone().unwrap().choice,
+            TileChoice::Chunked,
+            "D={d}"
+        );
+        assert!(plan.dispatches[0].shader.file.starts_with("tiled_v3.wgsl"));
+        assert_eq!(override_of(&plan, "HD"), Some(d as f64), "D={d}");
+        let prefetch = if d <= 128 { 1.0 } else { 0.0 };
+        assert_eq!(override_of(&plan, "PREFETCH"), Some(prefetch), "D={d}");
+        assert_eq!(
+            plan.dispatches[0].workgroups[0], 2,
+            "ceil(100 / 64) query blocks"
+        );
+    }
+    // D not a multiple of 8, or subgroups narrower than a row group: `rt` by default, and a
+    // forced `rt3` names what it lacks.
+    let forced = |p: &mut Problem| {
+        p.tile = Some(TileRequest {
+            choice: TileChoice::Chunked,
+            source: "--tile".into(),
+        })
+    };
+    let refusal = |p: &Problem, c: &attn_wgpu::gpu::AdapterCaps| match variants::plan("tiled", p, c)
+    {
+        Err(Error::Incompatible { reason, .. }) => reason,
+        other => panic!("{other:?}"),
+    };
+    let mut p = Problem::new(1, 2, 100, 100, true, 0);
+    let t = variants::plan("tiled", &p, &c).unwrap().tile.unwrap();
+    assert_eq!(t.choice, TileChoice::RegisterTiled);
+    forced(&mut p);
+    let why = refusal(&p, &c);
+    assert!(why.contains("rt3") && why.contains("D=100"), "{why}");
+    p.head_dim = 64;
+    let why = refusal(&p, &c);
+    assert!(
+        why.contains("rt3") && why.contains("D=64") && why.contains("rt2"),
+        "{why}"
+    );
+    p.head_dim = 128;
+    c.subgroup_min_size = 4;
+    let why = refusal(&p, &c);
+    assert!(why.contains("4..32 lanes"), "{why}");
+    p.tile = None;
+    let t = variants::plan("tiled", &p, &c).unwrap().tile.unwrap();
+    assert_eq!(t.choice, TileChoice::RegisterTiled);
+    // Short of 32 KiB of workgroup storage: refused with the bytes.
+    c.subgroup_min_size = 8;
+    c.max_workgroup_storage = 16384;
+    forced(&mut p);
+    let why = refusal(&p, &c);
+    assert!(why.contains("32768") && why.contains("16384"), "{why}");
+}
+
 /// The pipeline constant `k` of the plan's first dispatch, if it declares one.
 fn override_of(plan: &attn_wgpu::plan::Plan, k: &str) -> Option<f64> {
     plan.dispatches[0]

@@ -117,6 +117,58 @@ fn every_variant_passes_head_dims_80_128_256() {
     }
 }
 
+/// `tiled`'s two kernels for D > 64, each forced: the chunked `rt3` (the default where the
+/// adapter has subgroups of >= 8 lanes) and `rt`, at D = 80, 128 and 256 in f32, f16 and bf16:
+/// causal top-left with a partial last block, bottom-right GQA 8:2 with N < M, non-causal
+/// N > M (every key block partial at M = 24), MQA decode, and dropout 0.2 in training mode;
+/// every run PASSes against the f64 oracle.
+#[test]
+fn tiled_rt3_and_rt_pass_at_wide_heads_in_every_dtype() {
+    use attn_wgpu::problem::Mode;
+    use attn_wgpu::tile::{TileChoice, TileRequest};
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    let mut ran = 0;
+    for (d, dtype) in [(80u32, DType::F32), (128, DType::F16), (256, DType::BF16)] {
+        for (n, m, h, hkv, causal, align, dropout) in [
+            (70u32, 70u32, 2u32, 2u32, true, CausalAlign::TopLeft, 0.0),
+            (24, 40, 8, 2, true, CausalAlign::BottomRight, 0.0),
+            (40, 24, 2, 2, false, CausalAlign::TopLeft, 0.0),
+            (1, 96, 4, 1, false, CausalAlign::TopLeft, 0.0),
+            (40, 40, 2, 2, true, CausalAlign::TopLeft, 0.2),
+        ] {
+            let mut p = Problem::new(1, h, n, d, causal, (d * 1000 + n) as u64);
+            p.kv_seq = m;
+            p.kv_heads = hkv;
+            p.causal_align = align;
+            p.dtype = dtype;
+            if dropout > 0.0 {
+                p.dropout = dropout;
+                p.mode = Mode::Train;
+            }
+            if dtype == DType::F16 && !gpu.caps.f16 {
+                continue;
+            }
+            let x = Inputs::generate(&p);
+            for choice in [TileChoice::Chunked, TileChoice::RegisterTiled] {
+                p.tile = Some(TileRequest {
+                    choice,
+                    source: "--tile".into(),
+                });
+                let r = common::run_passing(&mut runner, &p, &x, "tiled", |_| false).unwrap();
+                let used = r
+                    .plan
+                    .as_ref()
+                    .and_then(|pl| pl.tile.as_ref())
+                    .map(|t| t.choice);
+                assert_eq!(used, Some(choice), "{}", p.shape_string());
+                ran += 1;
+            }
+        }
+    }
+    assert!(ran >= 20, "{ran} runs");
+}
+
 #[test]
 fn the_two_alignments_differ_and_agree_when_n_equals_m() {
     let mut p = Problem::new(1, 1, 4, 2, true, 1);

@@ -1081,9 +1081,10 @@ fn declared_binding_access_matches_the_shaders() {
     eprintln!("{checked} dispatch configurations: declared access matches the shaders");
 }
 
-/// Shader composition takes any number of part files: the register-tiled kernel is three files
-/// (the kernel, its row reductions, the shared score masking), and the masking it uses is the
-/// shared one, defined once in the composed source.
+/// Shader composition takes any number of part files: the register-tiled kernel is five files
+/// (the kernel, its row reductions, the shared score masking, the logsumexp hook, the shared
+/// stores), and the masking and stores it uses are the shared ones, defined once in the
+/// composed source.
 #[test]
 fn composition_appends_several_parts() {
     let mut caps = AdapterCaps::webgpu_defaults();
@@ -1093,9 +1094,10 @@ fn composition_appends_several_parts() {
     let s = &plan.dispatches[0].shader;
     assert_eq!(
         s.file,
-        "tiled_rt.wgsl+tiled_rt_wg.wgsl+tiled_mask.wgsl+tiled_nolse.wgsl"
+        "tiled_rt.wgsl+tiled_rt_wg.wgsl+tiled_mask.wgsl+tiled_nolse.wgsl+tiled_store.wgsl"
     );
     assert_eq!(s.source.matches("fn masked(").count(), 1, "{}", s.file);
+    assert_eq!(s.source.matches("fn store_vec(").count(), 1, "{}", s.file);
     assert_eq!(s.source.matches("fn max4(").count(), 1, "{}", s.file);
     assert_eq!(s.source.matches("fn row_max(").count(), 1, "{}", s.file);
     assert!(

@@ -278,8 +278,9 @@ impl ScheduleArgs {
 #[derive(Args)]
 pub struct TileArgs {
     /// Force the `tiled` variant's tile configuration: `rt2` or `rt2:64` (the v2 kernel with key
-    /// blocks of 32 or 64: subgroups, D a multiple of 8 up to 64), `rt` (the first register-tiled
-    /// kernel) or `row:BR` (one row per thread, BR rows a workgroup, e.g. `row:32`). Wins over the tune
+    /// blocks of 32 or 64: subgroups, D a multiple of 8 up to 64), `rt3` (the chunked kernel for
+    /// D a multiple of 8 from 72 to 256: subgroups), `rt` (the first register-tiled kernel) or
+    /// `row:BR` (one row per thread, BR rows a workgroup, e.g. `row:32`). Wins over the tune
     /// cache; one that does not fit this adapter is refused with its reason (exit 4).
     #[arg(long)]
     pub tile: Option<String>,

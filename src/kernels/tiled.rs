@@ -38,24 +38,7 @@ pub fn config_for(
                      columns: D must be a multiple of 8 up to 64 (got D={head_dim})"
                 ));
             }
-            if !caps.subgroups || caps.subgroup_min_size < 8 {
-                return Err(format!(
-                    "tile `rt2` exchanges P among the 8 lanes of a row group by subgroup shuffles: \
-                     it needs SUBGROUP with subgroups of at least 8 lanes (this adapter: {})",
-                    if caps.subgroups {
-                        format!("{}..{} lanes", caps.subgroup_min_size, caps.subgroup_max_size)
-                    } else {
-                        "no SUBGROUP".to_string()
-                    }
-                ));
-            }
-            if caps.max_invocations_per_workgroup < 128 || caps.max_workgroup_size_x < 128 {
-                return Err(format!(
-                    "tile `rt2` needs 128-thread workgroups, this adapter allows {} invocations \
-                     ({} in x)",
-                    caps.max_invocations_per_workgroup, caps.max_workgroup_size_x
-                ));
-            }
+            row_groups_of_8("rt2", caps)?;
             // Key blocks of 32 by default: on the H200 they beat blocks of 64 by 2.2x (fewer
             // registers and 32 KiB instead of 48 KiB a workgroup: more workgroups per SM;
             // results/EXPERIMENTS.md, v15-rt2-ab).
@@ -70,6 +53,33 @@ pub fn config_for(
             if need > caps.max_workgroup_storage as u64 {
                 return Err(format!(
                     "tile `rt2:{bc}` needs {need} bytes of workgroup storage, this adapter allows {}",
+                    caps.max_workgroup_storage
+                ));
+            }
+            Ok(cfg)
+        }
+        TileChoice::Chunked => {
+            if !(RT3_MIN_HEAD_DIM..=RT_MAX_HEAD_DIM).contains(&head_dim)
+                || !head_dim.is_multiple_of(8)
+            {
+                return Err(format!(
+                    "tile `rt3` reads rows as 16-byte words and walks the head dimension in chunks \
+                     of 64 columns: D must be a multiple of 8 from {RT3_MIN_HEAD_DIM} to \
+                     {RT_MAX_HEAD_DIM} (got D={head_dim}; `rt2` takes D <= 64)"
+                ));
+            }
+            row_groups_of_8("rt3", caps)?;
+            let cfg = TileConfig {
+                kernel: TileKernel::Rt3,
+                br: 64,
+                bc: 32,
+                d4,
+                dp: 0,
+            };
+            let need = cfg.storage_bytes();
+            if need > caps.max_workgroup_storage as u64 {
+                return Err(format!(
+                    "tile `rt3` needs {need} bytes of workgroup storage, this adapter allows {}",
                     caps.max_workgroup_storage
                 ));
             }
@@ -117,8 +127,40 @@ pub fn config_for(
     }
 }
 
-/// The largest head dimension of the register-tiled kernel tiled_rt.wgsl.
+/// The largest head dimension of the register-tiled kernels tiled_v3.wgsl and tiled_rt.wgsl.
 pub const RT_MAX_HEAD_DIM: u32 = 256;
+
+/// The largest head dimension at which tiled_v3.wgsl prefetches the next Q/K chunk into registers.
+pub const RT3_PREFETCH_MAX_D: u32 = 128;
+
+/// The smallest head dimension of tiled_v3.wgsl (below it, tiled_v2.wgsl holds the row whole).
+pub const RT3_MIN_HEAD_DIM: u32 = 72;
+
+/// What tiles `rt2` and `rt3` need of the adapter: 128-thread workgroups whose row groups of 8
+/// lanes exchange P and the row statistics by subgroup shuffles.
+fn row_groups_of_8(tile: &str, caps: &AdapterCaps) -> Result<(), String> {
+    if !caps.subgroups || caps.subgroup_min_size < 8 {
+        return Err(format!(
+            "tile `{tile}` exchanges P among the 8 lanes of a row group by subgroup shuffles: it \
+             needs SUBGROUP with subgroups of at least 8 lanes (this adapter: {})",
+            if caps.subgroups {
+                format!(
+                    "{}..{} lanes",
+                    caps.subgroup_min_size, caps.subgroup_max_size
+                )
+            } else {
+                "no SUBGROUP".to_string()
+            }
+        ));
+    }
+    if caps.max_invocations_per_workgroup < 128 || caps.max_workgroup_size_x < 128 {
+        return Err(format!(
+            "tile `{tile}` needs 128-thread workgroups, this adapter allows {} invocations ({} in x)",
+            caps.max_invocations_per_workgroup, caps.max_workgroup_size_x
+        ));
+    }
+    Ok(())
+}
 
 /// tiled_rt.wgsl's tile for head dimension `head_dim` within `storage` bytes of workgroup storage
 /// (`part`: with tiled_rt_wg.wgsl's 1 KiB of row partials): rows per thread RPT = 4 for D <= 64,
@@ -162,12 +204,13 @@ pub fn rt_config(head_dim: u32, storage: u64, part: bool) -> Result<TileConfig, 
         })
 }
 
-/// Every tile choice `tune` tries, preferred first: `rt2:32`, `rt2:64`, `rt`, then `row:BR` for BR in
+/// Every tile choice `tune` tries, preferred first: `rt2:32`, `rt2:64`, `rt3`, `rt`, then `row:BR` for BR in
 /// [`BR_CANDIDATES`]. Not all of them fit a given adapter (see [`candidates`]).
 pub fn all_choices() -> Vec<TileChoice> {
     [
         TileChoice::Subgroup(32),
         TileChoice::Subgroup(64),
+        TileChoice::Chunked,
         TileChoice::RegisterTiled,
     ]
     .into_iter()
@@ -324,14 +367,14 @@ pub fn attention(
         TileKernel::Rt2 => (
             if p.backward {
                 kernel!(
-                    "tiled_v2.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl",
+                    "tiled_v2.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl" + "tiled_store.wgsl",
                     st,
                     mask,
                     dropout = drop
                 )
             } else {
                 kernel!(
-                    "tiled_v2.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl",
+                    "tiled_v2.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl" + "tiled_store.wgsl",
                     st,
                     mask,
                     dropout = drop
@@ -345,6 +388,38 @@ pub fn attention(
                 ("BC".to_string(), cfg.bc as f64),
                 ("HD".to_string(), p.head_dim as f64),
                 ("PREFETCH".to_string(), 1.0),
+            ],
+        ),
+        TileKernel::Rt3 => (
+            if p.backward {
+                kernel!(
+                    "tiled_v3.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl" + "tiled_store.wgsl",
+                    st,
+                    mask,
+                    dropout = drop
+                )
+            } else {
+                kernel!(
+                    "tiled_v3.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl" + "tiled_store.wgsl",
+                    st,
+                    mask,
+                    dropout = drop
+                )
+            },
+            // D as a pipeline constant: the chunk and column loops unroll and the O tile stays
+            // in registers. The register prefetch of the next Q/K chunk up to D = 128 only: on the
+            // H100 it made D = 128 1.09-1.23x faster and D = 256 (O already 128 registers a
+            // thread) 1.23-1.40x slower (results/EXPERIMENTS.md, v39-rt3).
+            vec![
+                ("HD".to_string(), p.head_dim as f64),
+                (
+                    "PREFETCH".to_string(),
+                    if p.head_dim <= RT3_PREFETCH_MAX_D {
+                        1.0
+                    } else {
+                        0.0
+                    },
+                ),
             ],
         ),
         TileKernel::Rt => {
@@ -362,25 +437,41 @@ pub fn attention(
             ];
             let shader = match (reduce, p.backward) {
                 (Reduce::Workgroup, false) => kernel!(
-                    "tiled_rt.wgsl" + "tiled_rt_wg.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl",
+                    "tiled_rt.wgsl"
+                        + "tiled_rt_wg.wgsl"
+                        + "tiled_mask.wgsl"
+                        + "tiled_nolse.wgsl"
+                        + "tiled_store.wgsl",
                     st,
                     mask,
                     dropout = drop
                 ),
                 (Reduce::Workgroup, true) => kernel!(
-                    "tiled_rt.wgsl" + "tiled_rt_wg.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl",
+                    "tiled_rt.wgsl"
+                        + "tiled_rt_wg.wgsl"
+                        + "tiled_mask.wgsl"
+                        + "tiled_lse.wgsl"
+                        + "tiled_store.wgsl",
                     st,
                     mask,
                     dropout = drop
                 ),
                 (Reduce::Subgroup, false) => kernel!(
-                    "tiled_rt.wgsl" + "tiled_rt_sg.wgsl" + "tiled_mask.wgsl" + "tiled_nolse.wgsl",
+                    "tiled_rt.wgsl"
+                        + "tiled_rt_sg.wgsl"
+                        + "tiled_mask.wgsl"
+                        + "tiled_nolse.wgsl"
+                        + "tiled_store.wgsl",
                     st,
                     mask,
                     dropout = drop
                 ),
                 (Reduce::Subgroup, true) => kernel!(
-                    "tiled_rt.wgsl" + "tiled_rt_sg.wgsl" + "tiled_mask.wgsl" + "tiled_lse.wgsl",
+                    "tiled_rt.wgsl"
+                        + "tiled_rt_sg.wgsl"
+                        + "tiled_mask.wgsl"
+                        + "tiled_lse.wgsl"
+                        + "tiled_store.wgsl",
                     st,
                     mask,
                     dropout = drop
