@@ -237,6 +237,12 @@ pub struct Dispatch {
     pub writes_bytes: u64,
     /// Floating-point operations counted as in docs/architecture.md (a multiply-add is 2).
     pub flops: u64,
+    /// An upper bound of the loop iterations one invocation runs, over all its loops (each loop
+    /// counted as its trips plus the exit test, as if none were unrolled). Checked against
+    /// [`crate::gpu::AdapterCaps::max_loop_iterations`] where a driver caps it (Mesa's llvmpipe:
+    /// 65535, then every loop is left silently: docs/backends.md).
+    #[serde(skip)]
+    pub loop_iters: u64,
     /// What the dispatch does, in words (e.g. what `mask` does with no mask).
     pub note: String,
 }

@@ -387,3 +387,83 @@ fn a_variant_listed_twice_is_refused() {
         .unwrap();
     refused(&o, 2, "lists `tiled` twice");
 }
+
+/// Issue 40's long-key row: Mesa's llvmpipe (lavapipe here) leaves every loop of an invocation
+/// after 65535 iterations without an error, so `unfused` at M = 32769 keys computed a 2.7 % error.
+/// Every dispatch bounds its loop iterations (`Dispatch::loop_iters`) and the selector refuses a
+/// plan that crosses the adapter's cap. On such an adapter the longest M each plan accepts runs
+/// and PASSes, and one key more is exit 4 naming the limit; on any other adapter both PASS.
+#[test]
+fn a_long_key_row_passes_or_is_refused_at_the_loop_limit() {
+    use attn_wgpu::problem::Problem;
+    let caps = &common::gpu().caps;
+    for (variant, d) in [("unfused", 16u32), ("math", 16), ("tiled", 64)] {
+        let accepted = |m: u32| {
+            let mut p = Problem::new(1, 1, 8, d, false, 1);
+            p.kv_seq = m;
+            attn_wgpu::variants::plan(variant, &p, caps).is_ok()
+        };
+        let m = match caps.max_loop_iterations {
+            Some(_) => {
+                let (mut lo, mut hi) = (8u32, 1 << 20);
+                assert!(
+                    accepted(lo) && !accepted(hi),
+                    "{variant} D{d}: no limit in range"
+                );
+                while hi - lo > 1 {
+                    let mid = lo + (hi - lo) / 2;
+                    *(if accepted(mid) { &mut lo } else { &mut hi }) = mid;
+                }
+                lo
+            }
+            None => 33_000,
+        };
+        let run = |m: u32| {
+            let mut c = bin();
+            c.args([
+                "run",
+                "--variant",
+                variant,
+                "--batch",
+                "1",
+                "--heads",
+                "1",
+                "--seq",
+                "8",
+            ])
+            .args([
+                "--kv-seq",
+                &m.to_string(),
+                "--no-causal",
+                "--head-dim",
+                &d.to_string(),
+            ])
+            .args(["--warmup", "0", "--reps", "1"]);
+            bounded(c, 300)
+        };
+        let o = run(m);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{variant} D{d} M={m}: {}",
+            stderr(&o)
+        );
+        let o = run(m + 1);
+        if caps.max_loop_iterations.is_some() {
+            refused(&o, 4, "loop iterations");
+            assert!(
+                stderr(&o).contains(&format!("M={}", m + 1)),
+                "{}",
+                stderr(&o)
+            );
+        } else {
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{variant} M={}: {}",
+                m + 1,
+                stderr(&o)
+            );
+        }
+    }
+}

@@ -94,6 +94,11 @@ pub struct AdapterCaps {
     pub max_workgroups_per_dimension: u32,
     pub max_storage_binding: u64,
     pub max_buffer: u64,
+    /// The most loop iterations one invocation may run, counted over all its loops, where the
+    /// driver stops loops early without an error: Mesa's llvmpipe (lavapipe on Vulkan, llvmpipe
+    /// on GL) leaves every loop after 65535 (gallivm's loop limiter, docs/backends.md). `None`
+    /// elsewhere. Plans whose dispatches would cross it are refused ([`crate::plan::Dispatch::loop_iters`]).
+    pub max_loop_iterations: Option<u64>,
 }
 
 impl AdapterCaps {
@@ -147,6 +152,7 @@ impl AdapterCaps {
             max_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
             max_storage_binding: l.max_storage_buffer_binding_size,
             max_buffer: l.max_buffer_size,
+            max_loop_iterations: loop_limit(&info),
         }
     }
 
@@ -170,8 +176,20 @@ impl AdapterCaps {
             max_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
             max_storage_binding: l.max_storage_buffer_binding_size,
             max_buffer: l.max_buffer_size,
+            max_loop_iterations: None,
         }
     }
+}
+
+/// Mesa's gallivm (llvmpipe, and lavapipe built on it) caps every invocation at 65535 loop
+/// iterations (`LP_MAX_TGSI_LOOP_ITERATIONS`) and then leaves its loops silently: the adapter's
+/// name says `llvmpipe` on both of its backends.
+pub const LLVMPIPE_LOOP_LIMIT: u64 = 65535;
+
+fn loop_limit(info: &wgpu::AdapterInfo) -> Option<u64> {
+    let name = info.name.to_ascii_lowercase();
+    (name.contains("llvmpipe") || info.driver.to_ascii_lowercase().contains("llvmpipe"))
+        .then_some(LLVMPIPE_LOOP_LIMIT)
 }
 
 pub fn backend_name(b: wgpu::Backend) -> &'static str {

@@ -30,6 +30,7 @@ pub fn to_f32(
         reads_bytes: elems * st.elem_bytes(),
         writes_bytes: elems * 4,
         flops: 0,
+        loop_iters: 0,
         note: format!("{src}.float(): {} -> f32 copy {dst}", p.dtype.name()),
     }
 }
@@ -58,6 +59,7 @@ pub fn scale_f32(
         reads_bytes: elems * 4,
         writes_bytes: elems * 4,
         flops: elems,
+        loop_iters: 0,
         note: format!("{dst} = {src} * sqrt(scale) = {src} * {factor}"),
     }
 }

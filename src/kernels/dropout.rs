@@ -40,6 +40,8 @@ pub fn dropout(params: Params, from: &str, to: &str, caps: &AdapterCaps) -> Disp
         // One Philox4x32-10 call (about 20 emulated 32 x 32 -> 64-bit products) per 4 elements
         // is integer work, not counted; the multiply is.
         flops: nn,
+        // Up to 4 rows of a quad, and the 10 Philox rounds.
+        loop_iters: 5 + 11,
         note: if in_place {
             format!("{to} ∘= keep / (1 - p), in place (Philox4x32-10 keep mask)")
         } else {

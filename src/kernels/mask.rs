@@ -27,6 +27,7 @@ pub fn copy(st: Storage, params: Params, from: &str, to: &str, caps: &AdapterCap
         reads_bytes: nn * 4,
         writes_bytes: nn * 4,
         flops: 0,
+        loop_iters: 0,
         note: format!(
             "the clone inside an out-of-place masked_fill: {from} -> new N x N buffer {to}"
         ),
@@ -100,6 +101,13 @@ pub fn mask(p: &Problem, st: Storage, params: Params, s: &str, caps: &AdapterCap
         reads_bytes: reads,
         writes_bytes: writes,
         flops: if p.mask.bias.is_some() { nn } else { 0 },
+        // causal_rows: per row, the vec4s right of the diagonal in steps of 256 threads; in_place:
+        // the bias's 4 elements.
+        loop_iters: if causal_rows {
+            CAUSAL_ROWS * ((m / 4).div_ceil(256) + 2) + 1
+        } else {
+            5
+        },
         note,
     }
 }

@@ -23,6 +23,7 @@ pub fn build_mask(p: &Problem, params: Params, m: &str, caps: &AdapterCaps) -> D
         reads_bytes: mask_read_bytes(p, count),
         writes_bytes: nn * 4,
         flops: 0,
+        loop_iters: 0,
         note: "the additive mask M rebuilt from mask / key padding / causal, every call".into(),
     }
 }

@@ -83,6 +83,12 @@ pub fn row_step(step: RowStep, params: Params, caps: &AdapterCaps) -> Dispatch {
         reads_bytes: reads,
         writes_bytes: writes,
         flops: 0,
+        // The row steps walk a row's M scores in one thread.
+        loop_iters: if per_element {
+            0
+        } else {
+            params.kv_seq as u64 + 1
+        },
         note: note.into(),
     }
 }

@@ -28,6 +28,7 @@ pub fn to_dtype(
         reads_bytes: elems * 4,
         writes_bytes: elems * st.elem_bytes(),
         flops: 0,
+        loop_iters: 0,
         note: format!("{dst} = {src}.to({})", p.dtype.name()),
     }
 }

@@ -44,8 +44,16 @@ pub fn pv(
         reads_bytes: count * n * m * 4 + count * m * d * e,
         writes_bytes: count * n * d * e,
         flops: 2 * count * n * m * d,
+        loop_iters: pv_loops(1, m),
         note: note.into(),
     })
+}
+
+/// pv.wgsl's loop iterations an invocation runs over `inner` summed rows for each of `heads` heads:
+/// per block of 16, P's staging (9), V's (5), the products (17) and the block loop's own step;
+/// the 8 rows' stores (5 each).
+fn pv_loops(heads: u64, inner: u64) -> u64 {
+    heads * (inner.div_ceil(16) * 32 + 1) + 1 + 8 * 5
 }
 
 /// `out` (`[count, N, D]` as `st`) = Pᵀ · `x` for P (`[count, N, N]` f32) named `p`: pv.wgsl
@@ -70,5 +78,7 @@ pub fn ptv(
     d.workgroups[2] = params.heads / group;
     d.reads_bytes = count * n * m * 4 + count * n * dd * e;
     d.writes_bytes = count / group as u64 * m * dd * e;
+    // Each output row sums the group's query heads over the N query rows.
+    d.loop_iters = pv_loops(group as u64, n);
     Ok(d)
 }

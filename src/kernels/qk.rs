@@ -40,6 +40,9 @@ pub fn qk(
         reads_bytes: count * (n + m) * d * st.elem_bytes(),
         writes_bytes: count * n * m * 4,
         flops: 2 * count * n * m * d,
+        // Per chunk of 16 columns of D: the staging (9), the products (17), the chunk loop's step;
+        // the 8 rows' stores (5 each).
+        loop_iters: d.div_ceil(16) * 27 + 1 + 8 * 5,
         note: note.into(),
     })
 }

@@ -19,6 +19,7 @@ pub fn scale(params: Params, s: &str, caps: &AdapterCaps) -> Dispatch {
         reads_bytes: nn * 4,
         writes_bytes: nn * 4,
         flops: nn,
+        loop_iters: 0,
         note: "S *= scale, in place".into(),
     }
 }

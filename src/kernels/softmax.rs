@@ -33,6 +33,9 @@ pub fn softmax(params: Params, s: &str, caps: &AdapterCaps) -> Dispatch {
         reads_bytes: nn * 4,
         writes_bytes: nn * 4,
         flops: 5 * nn,
+        // Two passes over the row in steps of the row's threads (256, or 64 vec4 lanes), and the
+        // tree reduction between them.
+        loop_iters: 2 * ((params.kv_seq as u64).div_ceil(256) + 1) + 9,
         note: "row-wise max-subtracted softmax, in place; a fully-masked row gives NaN".into(),
     }
 }

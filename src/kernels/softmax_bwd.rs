@@ -24,6 +24,8 @@ pub fn softmax_bwd(params: Params, [dp, p]: [&str; 2], caps: &AdapterCaps) -> Di
         reads_bytes: 2 * nn * 4,
         writes_bytes: nn * 4,
         flops: 4 * nn,
+        // A row dot in steps of 256 threads, its tree reduction, and one pass over the row.
+        loop_iters: 2 * ((params.kv_seq as u64).div_ceil(256) + 1) + 9,
         note: format!("{dp} = {p} ∘ ({dp} − rowsum({dp} ∘ {p})), in place: softmax's backward"),
     }
 }
@@ -55,6 +57,7 @@ pub fn mask_bwd(p: &Problem, params: Params, ds: &str, caps: &AdapterCaps) -> Di
         reads_bytes: mask_read_bytes(p, count),
         writes_bytes: writes,
         flops: 0,
+        loop_iters: 0,
         note: format!(
             "masked_fill's backward: {ds} = 0 where the mask blocked ({})",
             if p.masked() {
@@ -88,6 +91,8 @@ pub fn normalize_bwd(params: Params, [dp, p, l]: [&str; 3], caps: &AdapterCaps) 
         reads_bytes: 2 * nn * 4 + rows * 4,
         writes_bytes: nn * 4,
         flops: 4 * nn,
+        // A row dot in steps of 256 threads, its tree reduction, and one pass over the row.
+        loop_iters: 2 * ((params.kv_seq as u64).div_ceil(256) + 1) + 9,
         note: format!("div_'s backward: {dp} = ({dp} − rowsum({dp} ∘ {p})) / {l}"),
     }
 }
@@ -108,6 +113,8 @@ pub fn exp_bwd(params: Params, [dp, e]: [&str; 2], caps: &AdapterCaps) -> Dispat
         reads_bytes: 2 * nn * 4,
         writes_bytes: nn * 4,
         flops: nn,
+        // A row dot in steps of 256 threads, its tree reduction, and one pass over the row.
+        loop_iters: 2 * ((params.kv_seq as u64).div_ceil(256) + 1) + 9,
         note: format!("exp_'s backward: {dp} ∘= exp_'s output, which it reads from {e}"),
     }
 }

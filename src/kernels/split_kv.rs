@@ -170,6 +170,17 @@ pub fn kv_chunks(p: &Problem, caps: &AdapterCaps) -> Result<Vec<(u64, u64)>, Str
     Ok(super::chunks(kv_heads, kv_heads_per_dispatch(p, caps)?))
 }
 
+/// Loop iterations of one split-pass invocation, counting every loop of split_kv.wgsl as written:
+/// per key block of its slice, the loads, dot products, lane sums and output updates.
+fn split_loops(p: &Problem, lay: &Layout) -> u64 {
+    let hw = if p.dtype.bytes() == 2 { 2 } else { 1 };
+    let (u, w) = (lay.unroll as u64, lay.wpl as u64);
+    let lanes = (lay.kw as u64).trailing_zeros() as u64;
+    let per_block = u * (w * (3 * hw + 2) + lanes + 2) + w * hw + 1;
+    let blocks = (p.kv_seq as u64).div_ceil(lay.step).div_ceil(lay.splits);
+    blocks * per_block + 4 * (w * hw + p.group() as u64 + 8)
+}
+
 /// The split pass: `PO` (partial outputs) and `PML` (partial max and sum) of every slice; one
 /// dispatch per chunk of K/V heads (`kv_chunks`).
 pub fn split(p: &Problem, caps: &AdapterCaps) -> Result<Vec<Dispatch>, String> {
@@ -259,6 +270,10 @@ fn split_part(
             + if p.mask.bias.is_some() { pairs * 4 } else { 0 },
         writes_bytes: count * g * p.seq as u64 * s * (d + 2) * 4,
         flops: 4 * pairs * d,
+        // Unmeasured, an upper bound: every loop of split_kv.wgsl counted as written (the driver
+        // unrolls the fixed-count ones) for each of a slice's key blocks. On lavapipe the binding
+        // limit stops M long before this reaches Mesa's cap (results/EXPERIMENTS.md, v40-loop-limit).
+        loop_iters: split_loops(p, lay),
         note: format!(
             "split-KV (flash-decoding){}: {s} slices per query row and K/V head (blocks of {step} \
              keys, dealt round-robin), a workgroup each serving the {} query heads of the group \
@@ -323,6 +338,8 @@ pub fn combine(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
         reads_bytes: rows * s * (d + 2) * 4,
         writes_bytes: p.qkv_bytes() + rows * 4,
         flops: 2 * rows * s * d,
+        // The slices' maxima and sums, then their outputs, per column group of the row.
+        loop_iters: 3 * (s + 1) * (d.div_ceil(4) + 1),
         note: format!("merges the {s} slices of each row: O, and L for the backward"),
     })
 }

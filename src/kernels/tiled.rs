@@ -303,6 +303,51 @@ pub(crate) fn fused_bindings(p: &Problem) -> Vec<crate::plan::BindingDecl> {
     with_mask(p, b)
 }
 
+/// Loop iterations per key of each fused forward kernel as Mesa's llvmpipe counts them, measured:
+/// 65535 / the smallest M that failed on lavapipe (Mesa 22.3.6) at B1 H1 N8, non-causal, f32,
+/// by bisection (results/EXPERIMENTS.md, v40-loop-limit), for D up to the first figure. What the
+/// driver unrolls does not count, so no formula from the shader's loops predicts it; a larger D
+/// than any measured point takes the last one's rate times D / that D.
+const LOOPS_PER_KEY: &[(TileKernel, &[(u32, f64)])] = &[
+    (
+        TileKernel::Rt2,
+        &[(16, 65535.0 / 352426.0), (64, 65535.0 / 29688.0)],
+    ),
+    (
+        TileKernel::Rt3,
+        &[(128, 65535.0 / 9853.0), (256, 65535.0 / 4990.0)],
+    ),
+    (
+        TileKernel::Rt,
+        &[
+            (64, 65535.0 / 29944.0),
+            (128, 65535.0 / 12285.0),
+            (256, 65535.0 / 3999.0),
+        ],
+    ),
+    (TileKernel::Row, &[(64, 65535.0 / 10493.0)]),
+];
+
+/// An upper bound of the loop iterations one invocation of the fused kernel `cfg` runs: the
+/// measured rate per key ([`LOOPS_PER_KEY`], with a 10 % margin) times the M keys. The
+/// cooperative-matrix kernels run on no adapter with a loop cap (none offers cooperative
+/// matrices) and are counted as one iteration per key and 16 columns of D, unmeasured.
+pub(crate) fn fused_loops(p: &Problem, cfg: &TileConfig) -> u64 {
+    let m = p.kv_seq as f64;
+    let d = p.head_dim;
+    let rate = match LOOPS_PER_KEY.iter().find(|(k, _)| *k == cfg.kernel) {
+        Some((_, points)) => match points.iter().find(|(upto, _)| d <= *upto) {
+            Some((_, r)) => *r,
+            None => {
+                let (last, r) = points[points.len() - 1];
+                r * d as f64 / last as f64
+            }
+        },
+        None => d.div_ceil(16) as f64,
+    };
+    (rate * 1.1 * m).ceil() as u64 + 64
+}
+
 /// The one fused dispatch over all heads, `blocks` query blocks x B*H.
 pub(crate) fn fused_dispatch(
     p: &Problem,
@@ -328,6 +373,7 @@ pub(crate) fn fused_dispatch(
         reads_bytes: reads,
         writes_bytes: p.qkv_bytes(),
         flops,
+        loop_iters: fused_loops(p, cfg),
         note: format!(
             "fused: {} query blocks of {} rows x key blocks of {}; online softmax; {}",
             blocks,

@@ -72,6 +72,18 @@ fn visited(p: &Problem) -> (u64, u64) {
     (tiles, pairs)
 }
 
+/// Loop iterations per walked key (dQ) or query row (dK/dV) of the fused backward passes as Mesa's
+/// llvmpipe counts them, measured at D = 32 like the forward's (tiled.rs, `LOOPS_PER_KEY`; the
+/// D = 64 passes need more workgroup storage than lavapipe has), scaled by D / 32 above it.
+const BWD_LOOPS_PER_ROW_D32: [f64; 2] = [65535.0 / 48884.0, 65535.0 / 49088.0];
+
+/// An upper bound of the loop iterations of the fused backward pass `which` (0: dQ, 1: dK/dV)
+/// walking `rows` keys or query rows.
+fn bwd_loops(d: u32, rows: u64, which: usize) -> u64 {
+    let rate = BWD_LOOPS_PER_ROW_D32[which] * (d.max(32) as f64 / 32.0);
+    (rate * 1.1 * rows as f64).ceil() as u64 + 64
+}
+
 /// `bwd_dot`: `delta` = rowsum(dO ∘ O).
 pub fn bwd_dot(p: &Problem, [o, g, delta]: [&str; 3], caps: &AdapterCaps) -> Dispatch {
     let rows = p.bh() * p.seq as u64;
@@ -93,6 +105,8 @@ pub fn bwd_dot(p: &Problem, [o, g, delta]: [&str; 3], caps: &AdapterCaps) -> Dis
         reads_bytes: 2 * p.qkv_bytes(),
         writes_bytes: rows * 4,
         flops: 2 * p.qkv_elems(),
+        // A row's D columns in steps of its lanes, and the lanes' reduction.
+        loop_iters: 2 * (p.head_dim as u64 + 2),
         note: format!("{delta} = rowsum(dO ∘ O), FlashAttention-2's D"),
     }
 }
@@ -250,6 +264,11 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
         reads_bytes: reads + mask,
         writes_bytes: writes,
         flops: bh * pairs * d * 2 * products,
+        // dQ walks the M keys; dK/dV the N query rows of each of the group's heads.
+        loop_iters: match which {
+            Fused::Q => bwd_loops(p.head_dim, p.kv_seq as u64, 0),
+            Fused::Kv => bwd_loops(p.head_dim, p.group() as u64 * n, 1),
+        },
         note,
     })
 }

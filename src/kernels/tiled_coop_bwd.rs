@@ -159,6 +159,9 @@ fn pass(p: &Problem, caps: &AdapterCaps, kv: bool) -> Result<Dispatch, String> {
         reads_bytes: reads + mask,
         writes_bytes: writes,
         flops: bh * pairs * d * 2 * products,
+        // No adapter with a loop cap offers cooperative matrices: one iteration per walked key
+        // or row and 16 columns of D, unmeasured.
+        loop_iters: p.seq.max(p.kv_seq) as u64 * d.div_ceil(16) + 64,
         note: note.into(),
     })
 }

@@ -355,6 +355,9 @@ pub fn bwd_pass(
         reads_bytes: reads,
         writes_bytes: writes,
         flops: bh * pairs * d * 2 * products,
+        // No adapter with a loop cap offers cooperative matrices: one iteration per walked key
+        // or row and 16 columns of D, unmeasured.
+        loop_iters: p.seq.max(p.kv_seq) as u64 * d.div_ceil(16) + 64,
         note: note.into(),
     })
 }
@@ -474,6 +477,7 @@ pub fn probe_plan(build: Build) -> Plan {
             reads_bytes: 0,
             writes_bytes: bytes,
             flops: 0,
+            loop_iters: 0,
             note: "which elements of a 16 x 16 cooperative matrix each lane holds".into(),
         }],
         output: "OUT".into(),

@@ -504,6 +504,19 @@ pub fn plan(name: &str, p: &Problem, caps: &AdapterCaps) -> Result<Plan> {
         .map_err(|h| incompatible(format!("training: {h}")))?;
     plan.check()
         .map_err(|reason| incompatible(format!("internal plan error: {reason}")))?;
+    // Where the driver leaves loops silently after a number of iterations (Mesa's llvmpipe), a
+    // dispatch that would run more computes a wrong answer: refused, naming it and the limit.
+    if let Some(cap) = caps.max_loop_iterations {
+        if let Some(d) = plan.dispatches.iter().find(|d| d.loop_iters > cap) {
+            return Err(incompatible(format!(
+                "dispatch `{}` would run about {} loop iterations in one invocation at M={} \
+                 keys and N={} rows, and this adapter (Mesa's llvmpipe) leaves every loop after \
+                 {cap}, which would compute a wrong result (docs/backends.md); fewer keys or \
+                 rows, or a hardware adapter, run it",
+                d.name, d.loop_iters, p.kv_seq, p.seq
+            )));
+        }
+    }
     // Every buffer must fit one storage binding and one buffer on this adapter (K and V of
     // B·Hkv·M·D, the N x M buffers, the partials): one check for every plan, naming the buffer.
     // A buffer that every dispatch binds by ranges (split-KV's K and V when they exceed one
