@@ -9,7 +9,7 @@
 #
 # writes ROOT/<gpu>/suite/*.json (+ log.txt), where <gpu> is the GPU that actually ran (h100, h200, …,
 # from nvidia-smi or the adapter's name). Each part fits one 10-minute device call; PyTorch runs first in
-# each part, so a part cut short still has its baselines. A step whose JSON already exists is skipped, so a
+# each part, so a part cut short still has its baselines. A step whose JSON (or JSON.gz) already exists is skipped, so a
 # part that was cut short resumes where it stopped when ROOT still holds its files. A full run replaces
 # results/<gpu>/suite/ whole; `attn-wgpu compare` then writes results/<gpu>/README.md (docs/results.md).
 #
@@ -49,7 +49,7 @@ SEED="--batch 8 --heads 16 --head-dim 64"
 # step OUT.json CMD ...: run CMD unless OUT.json exists (resume), log it between "## CMD" and "## exit N (T s)".
 step() {
   local out=$1; shift
-  if [ -n "$out" ] && [ -f "$out" ]; then echo "## skip (exists): $out" >>"$log"; return 0; fi
+  if [ -n "$out" ] && { [ -f "$out" ] || [ -f "$out.gz" ]; }; then echo "## skip (exists): $out" >>"$log"; return 0; fi
   local t0=$SECONDS
   { echo "## $*"; "$@"; echo "## exit $? ($((SECONDS - t0)) s)"; } >>"$log" 2>&1
   tail -n 1 "$log"

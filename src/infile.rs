@@ -40,11 +40,35 @@ pub fn open(path: &Path) -> Result<File> {
     File::open(path)
 }
 
-/// The whole of a regular file as text.
+/// The most text a gzipped file may inflate to: far above any result file (a full suite's largest
+/// is 0.3 MB), far below what would exhaust memory (a small file can inflate a thousandfold).
+pub const MAX_INFLATED: u64 = 1 << 30;
+
+/// The whole of a regular file as text; a gzipped one (its first bytes say so, whatever its name:
+/// the suites kept in results/ are `*.json.gz`) is inflated, to at most [`MAX_INFLATED`] bytes.
 pub fn read_to_string(path: &Path) -> Result<String> {
-    let mut s = String::new();
-    open(path)?.read_to_string(&mut s)?;
-    Ok(s)
+    let mut bytes = Vec::new();
+    open(path)?.read_to_end(&mut bytes)?;
+    text(bytes, MAX_INFLATED)
+}
+
+/// `bytes` as text, inflated first when gzipped, to at most `limit` bytes.
+fn text(mut bytes: Vec<u8>, limit: u64) -> Result<String> {
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(&bytes[..])
+            .take(limit + 1)
+            .read_to_end(&mut out)?;
+        if out.len() as u64 > limit {
+            return Err(Error::new(
+                ErrorKind::InvalidData,
+                format!("gzipped, and inflates to more than {limit} bytes"),
+            ));
+        }
+        bytes = out;
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| Error::new(ErrorKind::InvalidData, format!("not UTF-8 text ({e})")))
 }
 
 #[cfg(test)]
@@ -66,5 +90,28 @@ mod tests {
         let f = d.path().join("x.txt");
         std::fs::write(&f, "hi").unwrap();
         assert_eq!(super::read_to_string(&f).unwrap(), "hi");
+    }
+
+    #[test]
+    fn gzipped_text_is_inflated_up_to_the_limit() {
+        use std::io::Write;
+        let gz = |t: &[u8]| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            e.write_all(t).unwrap();
+            e.finish().unwrap()
+        };
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("r.json.gz");
+        std::fs::write(&f, gz(b"{\"runs\": []}")).unwrap();
+        assert_eq!(super::read_to_string(&f).unwrap(), "{\"runs\": []}");
+        // A bomb: 1 MB of zeros in about 1 KB is refused past the limit, not inflated whole.
+        let e = super::text(gz(&vec![b'0'; 1 << 20]), 1 << 16).unwrap_err();
+        assert!(
+            e.to_string().contains("inflates to more than 65536 bytes"),
+            "{e}"
+        );
+        assert_eq!(super::text(gz(&[b'0'; 100]), 100).unwrap().len(), 100);
+        let e = super::text(gz(&[0xff, 0xfe]), 100).unwrap_err();
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
     }
 }
