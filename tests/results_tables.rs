@@ -31,7 +31,10 @@ fn every_gpu_readme_is_compare_of_its_suite() {
                 .map(|f| format!("results/{name}/suite/{f}"))
                 .collect();
             group.sort();
-            assert!(!group.is_empty(), "results/{name}/suite has no {prefix}*.json.gz");
+            assert!(
+                !group.is_empty(),
+                "results/{name}/suite has no {prefix}*.json.gz"
+            );
             files.extend(group);
         }
         let d = tempfile::tempdir().unwrap();
