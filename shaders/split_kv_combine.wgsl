@@ -109,6 +109,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         }
     }
     if (t == 0u) {
-        lse[head * n + i] = select(bitcast<f32>(0x7f800000u), mx + log2(sum), sum > 0.0);
+        lse[head * n + i] = select(-neg_inf(), mx + log2(sum), sum > 0.0);
     }
 }

@@ -188,7 +188,7 @@ fn put1(rows: bool, w: u32, a: vec4<f32>, b: vec4<f32>) {
 fn stage_stats(head: u32, i0: u32, t: u32, n: u32) {
     if (t < BT) {
         let i = i0 + t;
-        lse_s[t] = select(bitcast<f32>(0x7f800000u), lse[head * n + min(i, n - 1u)], i < n);
+        lse_s[t] = select(-neg_inf(), lse[head * n + min(i, n - 1u)], i < n);
         dl_s[t] = select(0.0, delta[head * n + min(i, n - 1u)], i < n);
     }
 }

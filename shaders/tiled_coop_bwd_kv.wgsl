@@ -220,7 +220,7 @@ fn ld_rows(qb: u32, i0: u32, e: u32, n: u32, d8: u32, words: u32, q_rows: bool) 
 // (L, D) of row i of `head` (L = +inf, D = 0 past N: P = 0 there).
 fn ld_stats(head: u32, i: u32, n: u32) -> vec2<f32> {
     let at = head * n + min(i, n - 1u);
-    return select(vec2<f32>(bitcast<f32>(0x7f800000u), 0.0), vec2<f32>(lse[at], delta[at]), i < n);
+    return select(vec2<f32>(-neg_inf(), 0.0), vec2<f32>(lse[at], delta[at]), i < n);
 }
 
 // Scores (base 2) of rows i (4 of them) with key j: -inf past N or M, above the causal diagonal,

@@ -72,7 +72,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     let sc = params.scale * LOG2E;
     let fb = sg * 256u;
     let pb = sg * 256u;
-    let li = select(bitcast<f32>(0x7f800000u), lse[head * n + min(i, n - 1u)], i < n);
+    let li = select(-neg_inf(), lse[head * n + min(i, n - 1u)], i < n);
     let di = select(0.0, delta[head * n + min(i, n - 1u)], i < n);
 
     for (var e = lane; e < 256u; e += 32u) {

@@ -7,6 +7,6 @@
 
 fn save_lse(head: u32, i: u32, m: f32, l: f32) {
     if (i < params.seq) {
-        lse[head * params.seq + i] = select(bitcast<f32>(0x7f800000u), m + log2(l), l > 0.0);
+        lse[head * params.seq + i] = select(-neg_inf(), m + log2(l), l > 0.0);
     }
 }
