@@ -4,6 +4,7 @@
 //! [`plan::Plan`]; one runner ([`gpu::runner`]) executes any plan with a GPU timestamp around every
 //! dispatch; the reports read the plan and the measurements side by side.
 
+pub mod browser;
 pub mod budget;
 pub mod device;
 pub mod dropout;

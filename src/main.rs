@@ -44,6 +44,10 @@ enum Command {
     /// One self-contained HTML page (inline CSS and SVG, works offline) over result files:
     /// environment, variants, timelines, roofline, sweep plots, comparison.
     Report(cli::report::ReportArgs),
+    /// The same plans and WGSL on a browser's WebGPU (Chromium's Dawn/Tint): serves a page on
+    /// 127.0.0.1 (or, with --headless, launches Chromium on it), validates what it returns, writes
+    /// the result file with backend `browser`.
+    Browser(cli::browser::BrowserArgs),
 }
 
 /// Exit code for a library error: bad input is 2, incompatibility 4, the rest 1.
@@ -102,6 +106,7 @@ fn main() -> ExitCode {
         Command::Explain(a) => cli::explain::cmd_explain(a),
         Command::Tune(a) => cli::tune::cmd_tune(a),
         Command::Report(a) => cli::report::cmd_report(a),
+        Command::Browser(a) => cli::browser::cmd_browser(a),
     };
     // What is still buffered must reach standard output too, or the run fails.
     let flushed = std::io::Write::flush(&mut std::io::stdout());

@@ -355,13 +355,26 @@ pub fn run_plan(
     schedule: Schedule,
 ) -> Result<VariantRun> {
     let m = runner.execute(&plan, x, schedule)?;
+    Ok(assemble(p, x, variant, plan, sem, m))
+}
+
+/// The [`VariantRun`] of `plan`'s measurement `m`, wherever it ran (the native runner, or a
+/// browser's page through `attn-wgpu browser`): its rows, traffic, validation and training figures.
+pub fn assemble(
+    p: &Problem,
+    x: &Inputs,
+    variant: &str,
+    plan: Plan,
+    sem: Semantics,
+    m: Measurement,
+) -> VariantRun {
     let (rows, fwd, mem, traffic) = summarize(&plan, &m);
     let validation = validate(p, x, &m.output, &rows_to_check(p), sem);
     let observed = m.reps.first().map_or(0, |r| {
         r.dispatch_gpu_us.iter().filter(|t| t.is_some()).count()
     });
     let training = p.backward.then(|| training(p, x, &plan, &m, sem));
-    Ok(VariantRun {
+    VariantRun {
         variant: variant.into(),
         status: RunStatus::Ok,
         reason: None,
@@ -379,7 +392,7 @@ pub fn run_plan(
         measurement: Some(m),
         training,
         plan: Some(plan),
-    })
+    }
 }
 
 /// The training figures of a run of a training plan (see [`Training`]).

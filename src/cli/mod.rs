@@ -18,6 +18,7 @@ use attn_wgpu::variants::VariantId;
 
 pub mod adapters;
 pub mod args;
+pub mod browser;
 pub mod compare;
 pub mod explain;
 pub mod headless;

@@ -108,7 +108,7 @@ fn bad(msg: String) -> anyhow::Error {
     Error::InvalidProblem(msg).into()
 }
 
-fn parse_key_padding(s: &str) -> anyhow::Result<Vec<u32>> {
+pub(super) fn parse_key_padding(s: &str) -> anyhow::Result<Vec<u32>> {
     s.split(',')
         .map(|t| {
             let t = t.trim();
