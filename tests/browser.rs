@@ -92,22 +92,25 @@ fn assert_ran_and_passed(j: &serde_json::Value, must: &[(&str, u64)]) {
 
 #[test]
 fn the_lesson_runs_in_a_browser_with_its_dispatch_counts() {
-    let (o, j) = browse(
-        &[
-            "--variant",
-            "all",
-            "--batch",
-            "1",
-            "--heads",
-            "2",
-            "--seq",
-            "16",
-            "--head-dim",
-            "16",
-        ],
+    let shape = ["--heads", "2", "--seq", "16", "--head-dim", "16"];
+    let (o, j) = browse(&[&["--variant", "all"][..], &shape].concat(), 300);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The plan as data (--save-jobs): the job the page ran, and its inputs as raw bytes.
+    let jobs = tempfile::tempdir().unwrap();
+    let dir = jobs.path().to_str().unwrap();
+    let (o, _) = browse(
+        &[&["--variant", "unfused", "--save-jobs", dir][..], &shape].concat(),
         300,
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let job = std::fs::read_to_string(jobs.path().join("unfused.json")).unwrap();
+    let job: serde_json::Value = serde_json::from_str(&job).unwrap();
+    assert_eq!(job["format"], 1);
+    assert_eq!(job["dispatches"].as_array().unwrap().len(), 6);
+    let q = std::fs::metadata(jobs.path().join("unfused.Q.bin"))
+        .unwrap()
+        .len();
+    assert_eq!(q, 2 * 16 * 16 * 4, "Q is B*H*N*D f32");
     // Six kernels unfused (the out-of-place masked_fill's copy), five in place, the math path's
     // eleven, one fused.
     assert_ran_and_passed(
@@ -209,7 +212,7 @@ fn no_browser_or_no_page_is_a_clear_error_not_a_hang() {
     );
     // Nobody opens the URL: the wait ends at --timeout, naming it.
     let mut c = bin();
-    c.args(["browser", "--timeout", "1", "--seq", "8"]);
+    c.args(["browser", "--no-open", "--timeout", "1", "--seq", "8"]);
     let o = common::bounded(c, 30).unwrap_or_else(|why| panic!("{why}"));
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
@@ -218,7 +221,7 @@ fn no_browser_or_no_page_is_a_clear_error_not_a_hang() {
         stderr(&o)
     );
     let o = bin()
-        .args(["browser", "--timeout", "0", "--seq", "8"])
+        .args(["browser", "--no-open", "--timeout", "0", "--seq", "8"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

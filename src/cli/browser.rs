@@ -63,6 +63,15 @@ pub struct BrowserArgs {
     /// timestamps are not rounded to 100 µs) instead of waiting for you to open the URL.
     #[arg(long)]
     headless: bool,
+    /// Also write each job the page receives into this folder, the plan as data: `<variant>.json`
+    /// (src/browser.rs `Job`, format 1: docs/browser.md) and its inputs as raw little-endian
+    /// buffers, `<variant>.<buffer>.bin`.
+    #[arg(long, value_name = "DIR")]
+    save_jobs: Option<PathBuf>,
+    /// Only print the URL (without --headless the page is otherwise opened in the default browser
+    /// where the system has an opener: xdg-open, open, start).
+    #[arg(long)]
+    no_open: bool,
     /// The browser `--headless` launches (default: the first of chromium, chromium-browser,
     /// google-chrome on the PATH).
     #[arg(long, value_name = "PATH")]
@@ -130,12 +139,56 @@ fn launch(a: &BrowserArgs, url: &str) -> anyhow::Result<Launched> {
     })
 }
 
+/// Best effort: the system's default browser on `url` (nothing happens where there is no opener;
+/// the URL is printed either way).
+fn open_url(url: &str) {
+    let (cmd, pre): (&str, &[&str]) = if cfg!(target_os = "macos") {
+        ("open", &[])
+    } else if cfg!(windows) {
+        ("cmd", &["/C", "start", ""])
+    } else {
+        ("xdg-open", &[])
+    };
+    let _ = Command::new(cmd)
+        .args(pre)
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+}
+
 fn which(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|d| d.join(name))
             .find(|p| p.is_file())
     })
+}
+
+/// `--save-jobs`: every job as JSON and its input buffers as raw bytes.
+fn save(dir: &std::path::Path, jobs: &[(Plan, Job)], x: &Inputs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for (_, job) in jobs {
+        json::write_atomic(&dir.join(format!("{}.json", job.variant)), job)?;
+        for b in job.buffers.iter().filter(|b| b.upload) {
+            if let Some(bytes) = x.upload_bytes(&b.name) {
+                let path = dir.join(format!("{}.{}.bin", job.variant, b.name));
+                attn_wgpu::outfile::write_atomic(&path, &bytes)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What every request may read: the run as the user asked for it.
+struct Ctx<'a> {
+    names: &'a [String],
+    p: &'a Problem,
+    x: &'a Inputs,
+    schedule: &'a attn_wgpu::gpu::runner::Schedule,
+    compile_only: bool,
+    save_jobs: Option<&'a std::path::Path>,
 }
 
 /// What the page has sent so far.
@@ -164,15 +217,15 @@ fn respond(req: tiny_http::Request, code: u16, body: Vec<u8>, kind: &str) {
 }
 
 /// Handles one request of the page; an answer the page cannot use is a 4xx it reports back.
-fn handle(
-    mut req: tiny_http::Request,
-    s: &mut Session,
-    names: &[String],
-    p: &Problem,
-    x: &Inputs,
-    schedule: &attn_wgpu::gpu::runner::Schedule,
-    compile_only: bool,
-) -> Step {
+fn handle(mut req: tiny_http::Request, s: &mut Session, c: &Ctx) -> Step {
+    let Ctx {
+        names,
+        p,
+        x,
+        schedule,
+        compile_only,
+        save_jobs,
+    } = *c;
     let url = req.url().to_string();
     let parts: Vec<&str> = url.trim_start_matches('/').split('/').collect();
     let post = *req.method() == tiny_http::Method::Post;
@@ -219,6 +272,11 @@ fn handle(
                 }
             }
             s.adapter = Some(a);
+            if let Some(dir) = save_jobs {
+                if let Err(e) = save(dir, &s.jobs, x) {
+                    return Step::Failed(format!("--save-jobs {}: {e}", dir.display()));
+                }
+            }
             let n = s.jobs.len();
             respond(
                 req,
@@ -322,6 +380,9 @@ pub fn cmd_browser(a: BrowserArgs) -> anyhow::Result<u8> {
     } else {
         println!("Open {url} in a browser with WebGPU (Chrome, Edge, Safari 26+, Firefox 141+)");
         println!("and keep the page open until it says `all done`.");
+        if !a.no_open {
+            open_url(&url);
+        }
         None
     };
     // 3. Serve until the page is done, fails, the browser exits, or the time is up.
@@ -333,6 +394,14 @@ pub fn cmd_browser(a: BrowserArgs) -> anyhow::Result<u8> {
         outputs: HashMap::new(),
         results: HashMap::new(),
         compiled: HashMap::new(),
+    };
+    let ctx = Ctx {
+        names: &names,
+        p: &p,
+        x: &x,
+        schedule: &schedule,
+        compile_only: a.compile_only,
+        save_jobs: a.save_jobs.as_deref(),
     };
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -352,7 +421,7 @@ pub fn cmd_browser(a: BrowserArgs) -> anyhow::Result<u8> {
         let Some(req) = server.recv_timeout(left.min(Duration::from_millis(200)))? else {
             continue;
         };
-        match handle(req, &mut s, &names, &p, &x, &schedule, a.compile_only) {
+        match handle(req, &mut s, &ctx) {
             Step::Go => {}
             Step::Done => break,
             Step::Failed(why) => anyhow::bail!("{why}"),
