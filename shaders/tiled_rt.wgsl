@@ -1,5 +1,5 @@
-// tiled_rt.wgsl — fused attention, register-tiled (the `tiled` variant's tile `rt` and the
-// `tiled-subgroup` variant), for D up to 256.
+// tiled_rt.wgsl — fused attention, register-tiled (the `tiled` variant's tile `rt`, where
+// subgroups are absent or too small for rt2/rt3), for D up to 256.
 //
 // FlashAttention-2 structure as in tiled.wgsl (online softmax, N x N never in device memory, key
 // blocks above the diagonal skipped when causal), but the work of a block is spread like a matrix
@@ -19,9 +19,9 @@
 // Row statistics: each thread reduces its keys per row, then the 4 threads sharing those rows
 // (t = 4*ty .. 4*ty + 3) combine their partial maxima with `row_max`; the running sum l stays
 // partial per thread (each rescales its own share by alpha) and is combined once at the end with
-// `row_sum`. Those two functions come from a second file appended to this one:
-//   tiled_rt_wg.wgsl — through workgroup memory and a barrier (`tiled`, any adapter);
-//   tiled_rt_sg.wgsl — through subgroup shuffles, no barrier (`tiled-subgroup`);
+// `row_sum`. Those two functions come from a second file appended to this one, tiled_rt_wg.wgsl,
+// through workgroup memory and a barrier (any adapter; the subgroup-shuffle twin went with the
+// retired `tiled-subgroup` variant, 3.4-4.5x slower than `tiled` on the H100),
 // and the score masking (`masked`, `max4`) from a third, tiled_mask.wgsl, shared with tiled.wgsl
 // and tiled_coop.wgsl (host code: src/kernels/tiled.rs).
 // Workgroup storage: (BR + 2 BC) * (D4 + 1) * 16 + BC * 16 * 16 bytes: 30208 at D <= 64, + 64 * 16

@@ -149,7 +149,6 @@ fn run_all_writes_complete_results_and_keeps_old_file_on_error() {
             ("unfused-inplace-exp".to_string(), 7),
             ("math".to_string(), 11),
             ("tiled".to_string(), 1),
-            ("tiled-subgroup".to_string(), 1),
         ]
     );
     for r in runs {

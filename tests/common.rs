@@ -12,13 +12,7 @@ use attn_wgpu::variants;
 use rand_core::RngCore;
 
 /// The variants every test adapter runs (no cooperative matrices, no decode-only regime).
-pub const PORTABLE: [&str; 5] = [
-    "unfused",
-    "unfused-inplace",
-    "math",
-    "tiled",
-    "tiled-subgroup",
-];
+pub const PORTABLE: [&str; 4] = ["unfused", "unfused-inplace", "math", "tiled"];
 
 pub fn gpu() -> &'static Gpu {
     static GPU: OnceLock<Gpu> = OnceLock::new();

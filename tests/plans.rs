@@ -161,34 +161,16 @@ fn unknown_variant_lists_the_known_ones() {
 }
 
 #[test]
-fn subgroup_variant_gives_its_reasons() {
-    let p = Problem::new(1, 1, 64, 64, true, 0);
-    let mut c = caps();
-    c.subgroups = false;
-    let e = variants::plan("tiled-subgroup", &p, &c)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("SUBGROUP"), "{e}");
-    c.subgroups = true;
-    c.subgroup_min_size = 2;
-    let e = variants::plan("tiled-subgroup", &p, &c)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("minimum subgroup size is 2"), "{e}");
-    c.subgroup_min_size = 32;
-    c.max_workgroup_storage = 48 * 1024;
-    // D up to 256 (BR 32 rows at D = 128); beyond, refused with the limit.
-    let wide = Problem::new(1, 1, 64, 128, true, 0);
-    let plan = variants::plan("tiled-subgroup", &wide, &c).unwrap();
-    assert_eq!(
-        (override_of(&plan, "RPT"), override_of(&plan, "D4")),
-        (Some(2.0), Some(32.0))
+fn a_retired_variant_is_refused_with_its_measured_reason() {
+    let Err(e) = variants::find("tiled-subgroup") else {
+        panic!("tiled-subgroup is still registered")
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("was retired") && e.contains("3417.5") && e.contains("rt2/rt3"),
+        "{e}"
     );
-    let wider = Problem::new(1, 1, 64, 264, true, 0);
-    let e = variants::plan("tiled-subgroup", &wider, &c)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("D = 256") && e.contains("D=264"), "{e}");
+    assert!(!variants::names().contains(&"tiled-subgroup"));
 }
 
 #[test]
@@ -291,7 +273,7 @@ fn requirements_give_reasons() {
         .not_picked
         .iter()
         .all(|(v, r)| r.contains("SHADER_F16")
-            || ((v == "tiled-subgroup" || v == "split-kv") && r.contains("SUBGROUP"))
+            || (v == "split-kv" && r.contains("SUBGROUP"))
             || ((v == "tiled-coop" || v == "tiled-coop-vk") && r.contains("COOPERATIVE_MATRIX"))));
     let mut c = caps();
     c.f16 = true;
@@ -301,7 +283,7 @@ fn requirements_give_reasons() {
         .not_picked
         .iter()
         .all(|(v, r)| r.contains("ranked below `tiled`")
-            || ((v == "tiled-subgroup" || v == "split-kv") && r.contains("SUBGROUP"))
+            || (v == "split-kv" && r.contains("SUBGROUP"))
             || ((v == "tiled-coop" || v == "tiled-coop-vk") && r.contains("COOPERATIVE_MATRIX"))));
 }
 

@@ -70,7 +70,7 @@ fn every_variant_passes_n_ne_m_in_both_alignments_forward_and_backward() {
 /// forward PASS, and the
 /// training step where the variant has a backward at that D. A refusal must name its limit
 /// (the adapter's missing feature, the decode-only kernel, or the fused backward's D); the
-/// register-tiled `tiled-subgroup` and `tiled` (tile `rt`) must run at every D.
+/// register-tiled `tiled` (tile `rt`) must run at every D.
 #[test]
 fn every_variant_passes_head_dims_80_128_256() {
     let gpu = common::gpu();

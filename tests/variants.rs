@@ -110,18 +110,6 @@ fn tiled_rt_matches_reference() {
     );
 }
 
-#[test]
-fn tiled_subgroup_matches_reference() {
-    let gpu = common::gpu();
-    assert!(
-        gpu.caps.subgroups,
-        "the test adapter {} lacks subgroups; tiled-subgroup cannot be checked here",
-        gpu.report.name
-    );
-    // The register-tiled kernel: 4 rows a thread up to D = 64, 2 up to 128, 1 up to 256.
-    check_variant("tiled-subgroup", 1, &[5, 16, 64, 72, 136]);
-}
-
 /// Timestamps are real: every dispatch of a forward got a positive GPU time, in plan order, and
 /// the forward's span covers the sum of its dispatches.
 #[test]

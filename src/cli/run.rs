@@ -24,9 +24,9 @@ use super::{check_out_path, find_probe, print_roofline, write_trace};
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Variant to run: unfused, unfused-inplace, math, tiled, tiled-subgroup, tiled-coop; `all`
-    /// (skips incompatible ones with their reasons) or `auto` (the fastest compatible one by the
-    /// documented rule). `attn-wgpu adapters` lists what each adapter can run.
+    /// Variant to run: unfused, unfused-inplace, unfused-inplace-exp, math, tiled, tiled-coop,
+    /// tiled-coop-vk, split-kv; `all` (skips incompatible ones with their reasons) or `auto` (the
+    /// fastest compatible one by the documented rule). `attn-wgpu adapters` lists what each adapter can run.
     #[arg(long, default_value = "tiled")]
     variant: String,
     /// Sequence length N (default 256; taken from --q when given).

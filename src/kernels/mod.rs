@@ -15,12 +15,12 @@
 //! | `narrow.rs`     | narrow.wgsl                                       | math                     |
 //! | `math_mask.rs`  | math_mask.wgsl                                    | math                     |
 //! | `math_rows.rs`  | math_rows.wgsl                                    | math                     |
-//! | `tiled.rs`      | tiled_rt.wgsl + tiled_rt_{wg,sg}.wgsl, tiled.wgsl (+ tiled_mask.wgsl) | tiled, tiled-subgroup |
+//! | `tiled.rs`      | tiled_v2.wgsl, tiled_v3.wgsl, tiled_rt.wgsl + tiled_rt_wg.wgsl, tiled.wgsl (+ tiled_mask.wgsl) | tiled |
 //! | `tiled_coop.rs` | tiled_coop.wgsl or tiled_coop_rt2.wgsl + tiled_coop_lib.wgsl + tiled_coop_kv.wgsl + tiled_coop_lo.wgsl + tiled_mask.wgsl | tiled-coop |
 //! | `softmax_bwd.rs` | softmax_bwd.wgsl (`softmax_bwd`, `normalize_bwd`, `exp_bwd`), mask_bwd.wgsl | unfused*, math (`--backward`) |
 //! | `tiled_coop_vk.rs` | tiled_coop_vk.comp, tiled_coop_vk_bwd.comp (+ coop_vk_common.glsl; GLSL → SPIR-V at build time, Vulkan passthrough) + coop_layout_probe.comp; all also on coopmat_emu.glsl for the tests | tiled-coop-vk |
 //! | `tiled_coop_bwd.rs` | tiled_coop_bwd_{kv,q}.wgsl + tiled_coop_lib.wgsl (+ tiled_coop_kv.wgsl for q) + tiled_mask.wgsl | tiled-coop (`--backward`) |
-//! | `tiled_bwd.rs`  | tiled_bwd_dot.wgsl, tiled_bwd_{kv,q}.wgsl + tiled_bwd_common.wgsl + tiled_bwd_d{32,64}.wgsl | tiled, tiled-subgroup, split-kv (`--backward`; `bwd_dot` also tiled-coop) |
+//! | `tiled_bwd.rs`  | tiled_bwd_dot.wgsl, tiled_bwd_{kv,q}.wgsl + tiled_bwd_common.wgsl + tiled_bwd_d{32,64}.wgsl | tiled, split-kv (`--backward`; `bwd_dot` also tiled-coop) |
 //! | `split_kv.rs`   | split_kv_hpl.wgsl or split_kv.wgsl + split_kv_lib.wgsl; split_kv_combine.wgsl | split-kv |
 //!
 //! `tiled.rs` and `tiled_coop.rs` also append tiled_lse.wgsl (training: the row logsumexp L) or

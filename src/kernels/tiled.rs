@@ -1,9 +1,9 @@
-//! `attention` for the register-tiled and row-per-thread fused kernels (the `tiled` and
-//! `tiled-subgroup` variants):
+//! `attention` for the register-tiled and row-per-thread fused kernels (the `tiled` variant's
+//! tiles):
 //! - shaders/tiled_rt.wgsl, register-tiled (a 4 x 4 score tile and a 4 x 16 output tile per
 //!   thread at D <= 64; 2 rows at D <= 128, 1 at D <= 256), with its row
-//!   reductions from shaders/tiled_rt_wg.wgsl (workgroup memory) or shaders/tiled_rt_sg.wgsl
-//!   (subgroup shuffles), and its score masking from shaders/tiled_mask.wgsl;
+//!   reductions from shaders/tiled_rt_wg.wgsl (workgroup memory), and its score masking from
+//!   shaders/tiled_mask.wgsl (the subgroup branch of the family is rt2/rt3, tiled_v2/v3.wgsl);
 //! - shaders/tiled.wgsl (+ tiled_mask.wgsl), one query row per thread, for any D up to 256 and
 //!   small workgroup storage.
 //!
@@ -93,7 +93,7 @@ pub fn config_for(
                     caps.max_invocations_per_workgroup, caps.max_workgroup_size_x
                 ));
             }
-            rt_config(head_dim, caps.max_workgroup_storage as u64, true)
+            rt_config(head_dim, caps.max_workgroup_storage as u64)
         }
         TileChoice::Row(br) => {
             let cfg = TileConfig {
@@ -163,11 +163,11 @@ fn row_groups_of_8(tile: &str, caps: &AdapterCaps) -> Result<(), String> {
 }
 
 /// tiled_rt.wgsl's tile for head dimension `head_dim` within `storage` bytes of workgroup storage
-/// (`part`: with tiled_rt_wg.wgsl's 1 KiB of row partials): rows per thread RPT = 4 for D <= 64,
+/// (with tiled_rt_wg.wgsl's 1 KiB of row partials): rows per thread RPT = 4 for D <= 64,
 /// 2 for D <= 128, 1 for D <= 256 (BR = 16 RPT rows, so that a thread's RPT x ceil(D/16) vec4 of
 /// O stay at 16), and the largest key block BC of 16, 8, 4 that fits (and keeps a thread's
 /// staged K/V elements BC * 4 ceil(D/4) / 64 at 32 at most), or why none does.
-pub fn rt_config(head_dim: u32, storage: u64, part: bool) -> Result<TileConfig, String> {
+pub fn rt_config(head_dim: u32, storage: u64) -> Result<TileConfig, String> {
     if head_dim > RT_MAX_HEAD_DIM {
         return Err(format!(
             "tile `rt`: the register-tiled kernel holds at most D = {RT_MAX_HEAD_DIM} columns \
@@ -187,7 +187,7 @@ pub fn rt_config(head_dim: u32, storage: u64, part: bool) -> Result<TileConfig, 
         d4,
         dp: d4 + 1,
     };
-    let need = |c: &TileConfig| c.storage_bytes() - if part { 0 } else { RT_PART_STORAGE };
+    let need = |c: &TileConfig| c.storage_bytes();
     [16, 8, 4]
         .into_iter()
         .map(cfg)
@@ -197,9 +197,8 @@ pub fn rt_config(head_dim: u32, storage: u64, part: bool) -> Result<TileConfig, 
             format!(
                 "tile `rt` does not fit: D={head_dim} with BR={br} rows and the smallest key block \
                  (BC=4) needs {} bytes of workgroup storage ((BR + 2 BC) * (ceil(D/4) + 1) * 16 + \
-                 BC * 256{}), this adapter allows {storage}",
-                need(&c),
-                if part { " + 1024" } else { "" }
+                 BC * 256 + 1024), this adapter allows {storage}",
+                need(&c)
             )
         })
 }
@@ -388,24 +387,9 @@ pub(crate) fn fused_dispatch(
     })
 }
 
-/// How the register-tiled kernel combines the partial row maxima and sums of the 4 threads that
-/// share a row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reduce {
-    /// Through workgroup memory and a barrier (tiled_rt_wg.wgsl): any adapter.
-    Workgroup,
-    /// Through subgroup shuffles (tiled_rt_sg.wgsl): needs SUBGROUP.
-    Subgroup,
-}
-
-/// The fused dispatch of tile configuration `cfg`: the register-tiled kernel with `reduce`, or the
-/// row-per-thread kernel (which has no partial rows to combine).
-pub fn attention(
-    p: &Problem,
-    caps: &AdapterCaps,
-    cfg: &TileConfig,
-    reduce: Reduce,
-) -> Result<Dispatch, String> {
+/// The fused dispatch of tile configuration `cfg` (rt2, rt3, the register-tiled rt with its row
+/// partials combined through workgroup memory, or the row-per-thread kernel).
+pub fn attention(p: &Problem, caps: &AdapterCaps, cfg: &TileConfig) -> Result<Dispatch, String> {
     let st = Storage::of(p.dtype);
     let mask = mask_slot(&fused_bindings(p));
     let drop = p.dropout().is_some();
@@ -481,18 +465,8 @@ pub fn attention(
                 ("BC".to_string(), cfg.bc as f64),
                 ("D4".to_string(), cfg.d4 as f64),
             ];
-            let shader = match (reduce, p.backward) {
-                (Reduce::Workgroup, false) => kernel!(
-                    "tiled_rt.wgsl"
-                        + "tiled_rt_wg.wgsl"
-                        + "tiled_mask.wgsl"
-                        + "tiled_nolse.wgsl"
-                        + "tiled_store.wgsl",
-                    st,
-                    mask,
-                    dropout = drop
-                ),
-                (Reduce::Workgroup, true) => kernel!(
+            let shader = if p.backward {
+                kernel!(
                     "tiled_rt.wgsl"
                         + "tiled_rt_wg.wgsl"
                         + "tiled_mask.wgsl"
@@ -501,27 +475,18 @@ pub fn attention(
                     st,
                     mask,
                     dropout = drop
-                ),
-                (Reduce::Subgroup, false) => kernel!(
+                )
+            } else {
+                kernel!(
                     "tiled_rt.wgsl"
-                        + "tiled_rt_sg.wgsl"
+                        + "tiled_rt_wg.wgsl"
                         + "tiled_mask.wgsl"
                         + "tiled_nolse.wgsl"
                         + "tiled_store.wgsl",
                     st,
                     mask,
                     dropout = drop
-                ),
-                (Reduce::Subgroup, true) => kernel!(
-                    "tiled_rt.wgsl"
-                        + "tiled_rt_sg.wgsl"
-                        + "tiled_mask.wgsl"
-                        + "tiled_lse.wgsl"
-                        + "tiled_store.wgsl",
-                    st,
-                    mask,
-                    dropout = drop
-                ),
+                )
             };
             (shader, prefetch)
         }

@@ -7,7 +7,6 @@
 //! | `unfused-inplace` | `unfused.rs`   | the same with mask.wgsl `in_place`                         |
 //! | `unfused-inplace-exp` | `unfused.rs` | the same with softmax as in-place math_rows.wgsl steps (`row_max`, `exp_sum`, `normalize_rows`) |
 //! | `tiled`           | `tiled.rs`     | tiled_v2.wgsl (tile rt2, D <= 64), tiled_rt.wgsl + tiled_rt_wg.wgsl (tile rt, D <= 256), else tiled.wgsl |
-//! | `tiled-subgroup`  | `tiled.rs`     | tiled_rt.wgsl + tiled_rt_sg.wgsl (D <= 256)                |
 //! | `tiled-coop`      | `tiled.rs`     | tiled_coop.wgsl (f16, cooperative matrices, D <= 256)      |
 //! | `tiled-coop-vk`   | `tiled.rs`     | tiled_coop_vk.comp (GLSL → SPIR-V, Vulkan passthrough; f16, D = 64) |
 //! | `math`            | `math.rs`      | convert.wgsl, math_mask.wgsl, qk.wgsl, math_rows.wgsl, pv.wgsl, narrow.wgsl |
@@ -19,7 +18,7 @@
 //! # Training (`--backward`)
 //! With [`Problem::backward`] a builder appends the variant's backward (its kernels:
 //! softmax_bwd.wgsl, mask_bwd.wgsl, pv.wgsl `TRANS` and qk.wgsl for the materialized variants;
-//! tiled_bwd_*.wgsl for `tiled` and `tiled-subgroup`), declares the tensors each backward step
+//! tiled_bwd_*.wgsl for `tiled`), declares the tensors each backward step
 //! reads as saved ([`crate::plan::Saved`]) and names the gradient buffers; [`plan`] refuses a
 //! backward that would read an overwritten saved tensor (the in-place hazard) with the reason.
 
@@ -45,7 +44,6 @@ pub enum VariantId {
     UnfusedInplaceExp,
     Math,
     Tiled,
-    TiledSubgroup,
     TiledCoop,
     TiledCoopVk,
     SplitKv,
@@ -370,19 +368,6 @@ pub const VARIANTS: &[Variant] = &[
         tiles: true,
     },
     Variant {
-        id: VariantId::TiledSubgroup,
-        name: "tiled-subgroup",
-        summary: "the register-tiled fused kernel with row max/sum by subgroup shuffles: one barrier fewer per key block",
-        needs: wgpu::Features::SUBGROUP,
-        requires: STORED_IN_DTYPE,
-        fully_masked: Semantics::Zero,
-        auto_rank: 15,
-        build: tiled::build_subgroup,
-        excludes: &[],
-        wants: wgpu::Features::empty(),
-        tiles: false,
-    },
-    Variant {
         id: VariantId::TiledCoop,
         name: "tiled-coop",
         summary: "f16 fused attention on cooperative matrices (tensor cores): Q·Kᵀ and P·V as 16x16x16 products with f32 accumulators",
@@ -449,11 +434,24 @@ pub fn names() -> Vec<&'static str> {
 }
 
 pub fn find(name: &str) -> Result<&'static Variant> {
-    VARIANTS
-        .iter()
-        .find(|v| v.name == name)
-        .ok_or_else(|| Error::UnknownVariant(name.to_string(), names().join(", ")))
+    VARIANTS.iter().find(|v| v.name == name).ok_or_else(|| {
+        let mut known = names().join(", ");
+        if let Some((_, why)) = RETIRED.iter().find(|(n, _)| *n == name) {
+            known = format!("{known}; `{name}` was retired: {why}");
+        }
+        Error::UnknownVariant(name.to_string(), known)
+    })
 }
+
+/// Variants that were removed, with the measured reason: a user (or a script) that names one
+/// is told why and what replaces it.
+pub const RETIRED: &[(&str, &str)] = &[(
+    "tiled-subgroup",
+    "`tiled` is 3.4-4.5x faster at every head size (H100, B8 H16 N1024 causal bf16, \
+     results/h100: 802.3 vs 3417.5 us at D64, 2151.1 vs 7299.1 at D128, 5023.6 vs 22648.6 at \
+     D256), and its rt2/rt3 tiles are the family's subgroup branch (row reductions and P by \
+     subgroup shuffles); retired 2026-12-06",
+)];
 
 /// Checks a variant's declared requirements against the problem and the adapter.
 pub fn check_requirements(
@@ -609,12 +607,10 @@ pub struct AutoChoice {
 pub const AUTO_RULE: &str = "the compatible variant with the lowest auto_rank in the registry \
     (split-kv 3, which takes decode shapes only: N <= 16 with keys for several slices; \
     tiled-coop-vk 4 (Vulkan-only SPIR-V, f16, D = 64, on a driver with the layout it assumes) < \
-    tiled-coop 5 < tiled 10 < tiled-subgroup 15 < unfused-inplace 20 < unfused 30 < \
+    tiled-coop 5 < tiled 10 < unfused-inplace 20 < unfused 30 < \
     unfused-inplace-exp 35 < math 40: \
     the tensor-core kernels first where it runs (f16, cooperative matrices); then fewest estimated \
-    bytes moved first, since attention is memory-bound and the fused kernels never write N x N; \
-    between the two register-tiled fused kernels, which move the same bytes, the one that needs \
-    no optional feature)";
+    bytes moved first, since attention is memory-bound and the fused kernels never write N x N)";
 
 /// Picks the variant `auto` runs, with the reason for every other one. Errors (exit 4) only when
 /// nothing is compatible, listing every reason.

@@ -1,11 +1,11 @@
-//! `tiled`, `tiled-subgroup` and `tiled-coop`: one fused dispatch, FlashAttention-2 style. The
+//! `tiled` and `tiled-coop`: one fused dispatch, FlashAttention-2 style. The
 //! kernels and their tile facts are units of their own (`kernels/tiled.rs` for the register-tiled
 //! and row-per-thread kernels, `kernels/tiled_coop.rs` for cooperative matrices); this file checks
 //! what each variant needs of the adapter, picks the tile and declares the plan.
 
 use crate::gpu::AdapterCaps;
+use crate::kernels::tiled::attention;
 pub use crate::kernels::tiled::{all_choices, candidates, choose, config_for, default_choice, BC};
-use crate::kernels::tiled::{attention, Reduce};
 use crate::kernels::tiled_coop_vk::{self, Build};
 use crate::kernels::{buf, check_binding, tiled_bwd, tiled_coop, tiled_coop_bwd};
 use crate::plan::{save, Dispatch, Plan, Role};
@@ -28,31 +28,9 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
         }
     };
     check_binding("Q ([B, H, N, D])", p.qkv_bytes(), caps)?;
-    let d = attention(p, caps, &cfg, Reduce::Workgroup)?;
+    let d = attention(p, caps, &cfg)?;
     let mut plan = fused_plan(p, p.qkv_bytes(), d, cfg.storage_bytes(), &cfg, vec![]);
     plan.tile = Some(TileUsed { choice, source });
-    training(plan, p, caps, Backward::Tiled)
-}
-
-/// `tiled-subgroup`: the register-tiled kernel with its row reductions done by subgroup shuffles
-/// (shaders/tiled_rt_sg.wgsl) instead of workgroup memory and a barrier.
-pub fn build_subgroup(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
-    if !caps.subgroups {
-        return Err("the adapter (or device) lacks Features::SUBGROUP".into());
-    }
-    if caps.subgroup_min_size < 4 {
-        return Err(format!(
-            "subgroups of at least 4 invocations are needed (row groups of 4 threads); this adapter's \
-             minimum subgroup size is {}",
-            caps.subgroup_min_size
-        ));
-    }
-    let cfg =
-        crate::kernels::tiled::rt_config(p.head_dim, caps.max_workgroup_storage as u64, false)?;
-    check_binding("Q ([B, H, N, D])", p.qkv_bytes(), caps)?;
-    let d = attention(p, caps, &cfg, Reduce::Subgroup)?;
-    let storage = cfg.storage_bytes() - RT_PART_STORAGE;
-    let plan = fused_plan(p, p.qkv_bytes(), d, storage, &cfg, vec![]);
     training(plan, p, caps, Backward::Tiled)
 }
 
