@@ -482,12 +482,7 @@ pub fn cmd_browser(a: BrowserArgs) -> anyhow::Result<u8> {
     print!("{}", table::compact(&runs));
     print!("{}", table::training(&runs));
     if let Some(path) = &a.json {
-        let mut warnings: Vec<String> = p.eval_dropout_warning().into_iter().collect();
-        for r in &runs {
-            if let Some(m) = &r.measurement {
-                warnings.extend(m.warnings.iter().map(|w| format!("{}: {w}", r.variant)));
-            }
-        }
+        let warnings = json::warnings(&p, &runs);
         let file = json::ResultsFile {
             schema_version: json::SCHEMA_VERSION,
             tool: "attn-wgpu",

@@ -728,12 +728,7 @@ fn write_outputs(a: &RunArgs, grad_files: &[PathBuf], d: &Done) -> anyhow::Resul
         write_trace(&dest(t), gpu, d.runner, runs)?;
     }
     if a.json.is_some() || a.html.is_some() {
-        let mut warnings: Vec<String> = p.eval_dropout_warning().into_iter().collect();
-        for r in runs {
-            if let Some(m) = &r.measurement {
-                warnings.extend(m.warnings.iter().map(|w| format!("{}: {w}", r.variant)));
-            }
-        }
+        let warnings = json::warnings(p, runs);
         let file = json::ResultsFile {
             schema_version: json::SCHEMA_VERSION,
             tool: "attn-wgpu",

@@ -57,6 +57,18 @@ pub struct ResultsFile<'a> {
     pub dropout: Option<crate::dropout::Dropout>,
 }
 
+/// The warnings a result file carries: the eval-mode dropout pitfall, then every run's
+/// measurement warnings, each prefixed with its variant.
+pub fn warnings(p: &Problem, runs: &[VariantRun]) -> Vec<String> {
+    let mut w: Vec<String> = p.eval_dropout_warning().into_iter().collect();
+    for r in runs {
+        if let Some(m) = &r.measurement {
+            w.extend(m.warnings.iter().map(|x| format!("{}: {x}", r.variant)));
+        }
+    }
+    w
+}
+
 /// Writes `value` as compact JSON (one line) to `path` atomically: a `run --variant all` result holds
 /// every sample of every dispatch, and pretty-printing doubled its size (`jq .` indents it).
 pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
