@@ -24,8 +24,7 @@ pub fn softmax_bwd(params: Params, [dp, p]: [&str; 2], caps: &AdapterCaps) -> Di
         reads_bytes: 2 * nn * 4,
         writes_bytes: nn * 4,
         flops: 4 * nn,
-        // A row dot in steps of 256 threads, its tree reduction, and one pass over the row.
-        loop_iters: 2 * ((params.kv_seq as u64).div_ceil(256) + 1) + 9,
+        loop_iters: row_loops(&params),
         note: format!("{dp} = {p} ∘ ({dp} − rowsum({dp} ∘ {p})), in place: softmax's backward"),
     }
 }
@@ -91,8 +90,7 @@ pub fn normalize_bwd(params: Params, [dp, p, l]: [&str; 3], caps: &AdapterCaps) 
         reads_bytes: 2 * nn * 4 + rows * 4,
         writes_bytes: nn * 4,
         flops: 4 * nn,
-        // A row dot in steps of 256 threads, its tree reduction, and one pass over the row.
-        loop_iters: 2 * ((params.kv_seq as u64).div_ceil(256) + 1) + 9,
+        loop_iters: row_loops(&params),
         note: format!("div_'s backward: {dp} = ({dp} − rowsum({dp} ∘ {p})) / {l}"),
     }
 }
@@ -113,8 +111,13 @@ pub fn exp_bwd(params: Params, [dp, e]: [&str; 2], caps: &AdapterCaps) -> Dispat
         reads_bytes: 2 * nn * 4,
         writes_bytes: nn * 4,
         flops: nn,
-        // A row dot in steps of 256 threads, its tree reduction, and one pass over the row.
-        loop_iters: 2 * ((params.kv_seq as u64).div_ceil(256) + 1) + 9,
+        loop_iters: row_loops(&params),
         note: format!("exp_'s backward: {dp} ∘= exp_'s output, which it reads from {e}"),
     }
+}
+
+/// Loop iterations of a row kernel here: a row dot in steps of its 256 threads, the dot's tree
+/// reduction, and one pass over the row.
+fn row_loops(params: &Params) -> u64 {
+    2 * ((params.kv_seq as u64).div_ceil(256) + 1) + 9
 }
