@@ -1,6 +1,5 @@
-// tiled_bwd_common.wgsl — what the two fused backward kernels share (appended to
-// tiled_bwd_kv.wgsl and tiled_bwd_q.wgsl, which declare the bindings q, k, v, g (= dO), lse,
-// delta and the workgroup arrays qs, gs, ks, vs, lse_s, dl_s).
+// tiled_bwd_common.wgsl — the D <= 64 fused backward kernels' tile (appended to tiled_bwd_kv.wgsl
+// and tiled_bwd_q.wgsl with tiled_bwd_lib.wgsl and tiled_bwd_d32.wgsl or tiled_bwd_d64.wgsl).
 //
 // Tiles of 32 query rows x 32 keys, 128 threads. Staged rows are D4 vec4 over d ([row][d/4], D up
 // to 64, zero-padded to a multiple of 4). Phase A (`scores`) gives thread t the rows 4(t/16) .. +3 and
@@ -9,41 +8,6 @@
 // P = exp2(S·scale·log2 e + bias·log2 e - L) (0 where the mask blocks, past N, or for a row with no
 // allowed key, whose L is +inf) and dS = P ∘ (dP - D)·scale; with dropout (factors Z) the P of dV
 // is P ∘ Z and dS = P ∘ (dP ∘ Z - D)·scale (D = rowsum(dO ∘ O) is unchanged: O holds the drops).
-
-const BT: u32 = 32u;       // rows and keys per tile
-const LOG2E: f32 = 1.4426950408889634;
-// The head dimension as a pipeline constant (the host sets it to D so the loops over d unroll).
-override HD: u32 = 0u;
-// D4, the vec4 slots per staged row (8 for D <= 32, 16 for D <= 64), sizes the workgroup arrays:
-// a `const` from a third file, tiled_bwd_d32.wgsl or tiled_bwd_d64.wgsl (naga 30 panics on these
-// arrays sized by an `override`). Rows are RS = D4 + 1 vec4 apart: with a stride of D4 (a multiple
-// of 32 banks) the 16 threads reading 16 different key rows at the same d in `scores` all hit the
-// same banks (a 16-way conflict on every K and V load); one vec4 of padding spreads them.
-const RS: u32 = D4 + 1u;
-
-fn head_dim() -> u32 {
-    return select(params.head_dim, HD, HD != 0u);
-}
-
-// Row i of a [N, D] tensor in the storage dtype as vec4 c4 (0 past N or D): Q (which = 0), K (1),
-// V (2) or dO (3). (WGSL passes no storage pointers to functions, hence the switch.)
-fn row4(which: u32, base: u32, i: u32, c4: u32, n: u32, d: u32) -> vec4<f32> {
-    var x = vec4<f32>(0.0);
-    if (i < n) {
-        for (var c = 0u; c < 4u; c++) {
-            if (4u * c4 + c < d) {
-                let e = base + i * d + 4u * c4 + c;
-                switch (which) {
-                    case 0u: { x[c] = load(q[e / PACK], e); }
-                    case 1u: { x[c] = load(k[e / PACK], e); }
-                    case 2u: { x[c] = load(v[e / PACK], e); }
-                    default: { x[c] = load(g[e / PACK], e); }
-                }
-            }
-        }
-    }
-    return x;
-}
 
 // P and dS of this thread's 4 rows x 2 keys: p<r> / ds<r> = (key tc, key tc + 16) of row 4tr + r.
 // Named registers, not arrays indexed in loops, so that no driver puts them in local memory.
@@ -107,26 +71,6 @@ fn scores(head: u32, i0: u32, j0: u32, t: u32, n: u32, d: u32) -> Tile {
     return out;
 }
 
-// P of row i (local row il) with keys j.x, j.y from their raw scores s: exp2 of the scaled score
-// (base 2, plus the bias) minus L; 0 where the mask blocks or past N.
-fn prob(head: u32, i: u32, j: vec2<u32>, n: u32, s: vec2<f32>, il: u32) -> vec2<f32> {
-    let causal = params.causal != 0u;
-    let diag = vec2<i32>(i32(i) + params.causal_off);
-    let ok = (j < vec2<u32>(params.kv_seq)) & vec2<bool>(i < n)
-        & ((vec2<i32>(j) <= diag) | vec2<bool>(!causal));
-    var b = vec2<f32>(0.0);
-    if (HAS_MASK) {
-        b = vec2<f32>(mask_bias(head, i, j.x), mask_bias(head, i, j.y)) * LOG2E;
-    }
-    let s2 = s * (params.scale * LOG2E) + b;
-    return select(vec2<f32>(0.0), exp2(s2 - vec2<f32>(lse_s[il])), ok);
-}
-
-// Stores 4 gradient values of row `row` (of a [N, D] tensor), columns 4 c4 .. +3, PACK at a time.
-fn grad_index(head: u32, row: u32, c4: u32, n: u32, d: u32) -> u32 {
-    return (head * n + row) * d + 4u * c4;
-}
-
 // Register prefetch (the forward's PREFETCH): a thread's share of the next tile's staged rows,
 // loaded from device memory before this tile's products and stored to workgroup memory after the
 // barrier that frees the tiles. Slot m of thread t is vec4 w = t + 128 m of the tile: row w / D4,
@@ -184,11 +128,3 @@ fn put1(rows: bool, w: u32, a: vec4<f32>, b: vec4<f32>) {
     }
 }
 
-// L and D of query rows i0 .. i0+31 into lse_s / dl_s (L = +inf past N).
-fn stage_stats(head: u32, i0: u32, t: u32, n: u32) {
-    if (t < BT) {
-        let i = i0 + t;
-        lse_s[t] = select(-neg_inf(), lse[head * n + min(i, n - 1u)], i < n);
-        dl_s[t] = select(0.0, delta[head * n + min(i, n - 1u)], i < n);
-    }
-}

@@ -1,2 +1,3 @@
-// tiled_bwd_d32.wgsl — the fused backward kernels' row width for D <= 32 (see tiled_bwd_common.wgsl).
-const D4: u32 = 8u;
+// tiled_bwd_d32.wgsl — the fused backward's 32 x 32 tile (tiled_bwd_common.wgsl) for D <= 32.
+const D4: u32 = 8u;  // vec4 slots of a staged row
+const BT: u32 = 32u;  // query rows and keys of a tile

@@ -89,24 +89,3 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
 }
 
-// P and dS of row `row` with keys tc and tc + 16 into the [row][key/4] tiles.
-fn put(row: u32, tc: u32, p: vec2<f32>, ds: vec2<f32>) {
-    ps[row * 8u + tc / 4u][tc % 4u] = p.x;
-    ps[row * 8u + 4u + tc / 4u][tc % 4u] = p.y;
-    dss[row * 8u + tc / 4u][tc % 4u] = ds.x;
-    dss[row * 8u + 4u + tc / 4u][tc % 4u] = ds.y;
-}
-
-// Row j of dK and dV (of the n = M keys of K/V head `head`).
-fn store_kv(head: u32, j: u32, c4: u32, n: u32, d: u32, a: vec4<f32>, b: vec4<f32>) {
-    if (j >= n) {
-        return;
-    }
-    let e0 = grad_index(head, j, c4, n, d);
-    for (var c = 0u; c < 4u; c += PACK) {
-        if (4u * c4 + c < d) {
-            dk[(e0 + c) / PACK] = pack(a[c], a[min(c + 1u, 3u)]);
-            dv[(e0 + c) / PACK] = pack(b[c], b[min(c + 1u, 3u)]);
-        }
-    }
-}

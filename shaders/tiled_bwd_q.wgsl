@@ -66,15 +66,3 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         store_q(head, i0 + 4u * tr + 3u, tc, n, d, dq3);
     }
 }
-
-fn store_q(head: u32, i: u32, c4: u32, n: u32, d: u32, a: vec4<f32>) {
-    if (i >= n) {
-        return;
-    }
-    let e0 = grad_index(head, i, c4, n, d);
-    for (var c = 0u; c < 4u; c += PACK) {
-        if (4u * c4 + c < d) {
-            dq[(e0 + c) / PACK] = pack(a[c], a[min(c + 1u, 3u)]);
-        }
-    }
-}

@@ -235,6 +235,10 @@ pub struct Problem {
     /// a kernel's knobs; recorded in the plan's config.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<(String, f64)>,
+    /// The rows (and keys) per tile of `tiled`'s fused backward, forced (`--bwd-tile`); `None`:
+    /// the largest tile that fits the adapter (src/kernels/tiled_bwd.rs, `Tile::pick`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bwd_tile: Option<u32>,
     /// Training mode (`--backward`): every plan adds the backward pass for the upstream gradient
     /// dO ([`Inputs::d_o`]) after the forward in training mode, and the run validates dQ, dK, dV.
     pub backward: bool,
@@ -328,6 +332,7 @@ impl Problem {
             tile: None,
             tolerance: ToleranceMode::Pytorch,
             overrides: Vec::new(),
+            bwd_tile: None,
             backward: false,
             dropout: 0.0,
             mode: Mode::Eval,

@@ -306,3 +306,59 @@ fn cli_backward_bad_inputs_get_clear_errors() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// `tiled`'s fused backward on every tile this adapter takes (src/kernels/tiled_bwd.rs, `Tile`):
+/// on lavapipe's 32 KiB the 32 x 32 tile at D <= 32 and the small tiles (tiled_bwd_wide.wgsl)
+/// above, with two rows a thread at D = 64 (8 x 8) and one at D = 128 and 256: random masks,
+/// dtypes, dropout, GQA and N != M in both alignments, every gradient PASS.
+#[test]
+fn tiled_backward_passes_at_every_head_dim_random_cases() {
+    use attn_wgpu::kernels::tiled_bwd::Tile;
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    let mut rng = rand_pcg::Pcg32::seed_from_u64(0x71de_bacd);
+    let mut failures = Vec::new();
+    let mut tiles = std::collections::BTreeMap::<String, u32>::new();
+    let dims = [20u32, 40, 64, 72, 80, 128, 136, 200, 256];
+    let mut ran = 0;
+    while ran < 36 {
+        let mut c = common::random_case_with(&mut rng, true, &dims);
+        c.variant = "tiled";
+        if c.p.dtype == DType::F16 && !gpu.caps.f16 {
+            continue;
+        }
+        match run_variant(gpu, &mut runner, &c.p, &c.x, c.variant, SCHED, false) {
+            Ok(r) => {
+                ran += 1;
+                let tile = Tile::for_problem(&c.p, &gpu.caps).unwrap();
+                *tiles.entry(format!("{tile:?}")).or_default() += 1;
+                let v = r.validation.as_ref().unwrap();
+                if v.verdict != Verdict::Pass {
+                    failures.push(format!("{}: O failed: {:?}", c.desc, v.worst));
+                }
+                for g in &r.training.as_ref().unwrap().grads {
+                    if g.verdict != Verdict::Pass {
+                        failures.push(format!(
+                            "{}: {} max abs {:.3e} ratio {:.2} worst {:?}",
+                            c.desc, g.tensor, g.max_abs_err, g.max_tol_ratio, g.worst
+                        ));
+                    }
+                }
+            }
+            Err(Error::Incompatible { reason, .. }) if expected_refusal(&c.p, "tiled", &reason) => {
+            }
+            Err(e) => failures.push(format!("{}: {e}", c.desc)),
+        }
+    }
+    eprintln!("{ran} tiled training cases by tile: {tiles:?}");
+    assert!(
+        tiles.len() >= 3,
+        "the narrow and at least two small tiles must run: {tiles:?}"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

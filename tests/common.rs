@@ -210,9 +210,14 @@ pub fn random_mask(rng: &mut rand_pcg::Pcg32, p: &Problem, float: bool) -> UserM
     }
 }
 
-/// A random case (a third of them with dropout); `backward`: a training problem (dO drawn too), N <= 40 and D <= 32 (the fused
-/// backward's narrow kernels, which fit lavapipe's 32 KiB of workgroup storage).
+/// A random case (a third of them with dropout); `backward`: a training problem (dO drawn too),
+/// N <= 40 and D <= 32.
 pub fn random_case(rng: &mut rand_pcg::Pcg32, backward: bool) -> Case {
+    random_case_with(rng, backward, &[1u32, 2, 3, 4, 7, 8, 12, 16, 17, 24, 32])
+}
+
+/// [`random_case`] with the head dimension drawn from `dims`.
+pub fn random_case_with(rng: &mut rand_pcg::Pcg32, backward: bool, dims: &[u32]) -> Case {
     let variant = pick(rng, &variants::names());
     let dtype = pick(rng, &DType::ALL);
     let kind = pick(rng, &KINDS);
@@ -221,7 +226,7 @@ pub fn random_case(rng: &mut rand_pcg::Pcg32, backward: bool) -> Case {
     let b = 1 + rng.next_u32() % 2;
     let h = 1 + rng.next_u32() % 3;
     let n = pick(rng, &[1u32, 2, 3, 5, 8, 13, 16, 17, 24, 31, 33, 40]);
-    let d = pick(rng, &[1u32, 2, 3, 4, 7, 8, 12, 16, 17, 24, 32]);
+    let d = pick(rng, dims);
     let seed = rng.next_u64();
     let mut p = Problem::new(b, h, n, d, causal, seed);
     p.dtype = dtype;

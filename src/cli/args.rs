@@ -293,6 +293,19 @@ pub struct TileArgs {
     /// config. For A/B runs of a kernel's knobs; a plan without it is refused with the names it has.
     #[arg(long = "override", value_name = "NAME=VALUE")]
     pub overrides: Vec<String>,
+    /// Force the rows (and keys) per tile of `tiled`'s fused backward (`--backward`): 32 (D <= 64),
+    /// 16 (64 < D <= 128), 8 (D <= 256) or 4 (128 < D <= 256). Default: the largest that fits the
+    /// adapter's workgroup memory; one this D has not, or that does not fit, is refused (exit 4).
+    #[arg(long, value_name = "ROWS", value_parser = parse_bwd_tile)]
+    pub bwd_tile: Option<u32>,
+}
+
+/// `--bwd-tile`: 32, 16, 8 or 4.
+fn parse_bwd_tile(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(x @ (32 | 16 | 8 | 4)) => Ok(x),
+        _ => Err(format!("`{s}`: expected 32, 16, 8 or 4 rows")),
+    }
 }
 
 impl TileArgs {

@@ -55,6 +55,7 @@ pub fn cmd_explain(a: ExplainArgs) -> anyhow::Result<u8> {
     super::check_tile_taker(forced, &names, "--variant", &a.variant)?;
     let mut p = a.shape.problem(a.seq, &DEFAULTS)?;
     p.overrides = a.tile.overrides()?;
+    p.bwd_tile = a.tile.bwd_tile;
     // In training, the in-place hazard is part of the lesson: unfused-inplace-exp joins the list
     // (its plan is refused, with the dispatch that overwrote what its backward needs).
     let mut names = names;

@@ -327,6 +327,12 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
     let grad_files = check_outputs(&a, &selection)?;
     let (mut p, mut x, file_dtype) = problem(&a)?;
     p.overrides = overrides;
+    p.bwd_tile = a.tile.bwd_tile;
+    if p.bwd_tile.is_some() && !p.backward {
+        return Err(bad(
+            "--bwd-tile sets the tile of tiled's fused backward: it needs --backward".into(),
+        ));
+    }
     if a.save_inputs.is_some() {
         check_keep_size(&p)?;
     }

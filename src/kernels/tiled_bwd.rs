@@ -3,35 +3,138 @@
 //! | dispatch  | WGSL                                            | what                                   |
 //! |-----------|-------------------------------------------------|----------------------------------------|
 //! | `bwd_dot` | tiled_bwd_dot.wgsl                              | D = rowsum(dO ∘ O), 16 threads per row |
-//! | `bwd_kv`  | tiled_bwd_kv.wgsl + tiled_bwd_common.wgsl       | dK, dV: a workgroup per 32 keys walks the query blocks |
-//! | `bwd_q`   | tiled_bwd_q.wgsl + tiled_bwd_common.wgsl        | dQ: a workgroup per 32 rows walks the key blocks |
+//! | `bwd_kv`  | D ≤ 64: tiled_bwd_kv.wgsl + tiled_bwd_common.wgsl; above: tiled_bwd_wide_kv.wgsl + tiled_bwd_wide.wgsl; + tiled_bwd_kv_out.wgsl + tiled_bwd_lib.wgsl + a width file | dK, dV: a workgroup per BT keys walks the query blocks |
+//! | `bwd_q`   | the same with `_q` (+ tiled_bwd_q_out.wgsl)     | dQ: a workgroup per BT rows walks the key blocks |
 //!
 //! Both fused kernels recompute P = exp2(S·scale·log2 e − L) from Q, K and the forward's row
 //! logsumexp L (shaders/tiled_lse.wgsl) on chip; N x N never reaches device memory. Causal
-//! block skipping as in the forward. Tiles of 32 x 32, D ≤ 64 (two row widths: D ≤ 32 and ≤ 64).
+//! block skipping as in the forward. Tiles ([`Tile`]): 32 x 32 with 128 threads for D ≤ 64; for
+//! wider heads four staged f32 tiles of 32 rows do not fit NVIDIA's 48 KiB of workgroup memory,
+//! so 16 x 16 for D ≤ 128 and 8 x 8 for D ≤ 256 (64 threads), or smaller where workgroup memory
+//! is smaller (lavapipe's 32 KiB, a browser's 16 KiB).
 
 use super::{bind, check_grid, kernel, mask_slot, with_mask, Storage};
 use crate::gpu::AdapterCaps;
-use crate::plan::{grid_2d, Access, Dispatch, Params, Phase};
+use crate::plan::{grid_2d, Access, Dispatch, Params, Phase, Shader};
 use crate::problem::Problem;
 
-/// Rows and keys per tile of the fused backward kernels (tiled_bwd_common.wgsl's `BT`).
-pub const BT: u64 = 32;
-/// Largest head dimension they hold (16 vec4 per staged row).
-pub const MAX_D: u32 = 64;
-/// Workgroup storage of tiled_bwd_kv.wgsl for head dimension `d` (the larger of the two kernels;
-/// its header derives it): Q, dO, K, V tiles of 32 rows x (D4 + 1) vec4 (one of padding), P and
-/// dS tiles, L and D.
-pub fn storage(d: u32) -> u64 {
-    4 * BT * (d4(d) + 1) * 16 + 2 * BT * BT * 4 + 2 * BT * 4
+/// Largest head dimension the kernels hold (64 vec4 per staged row).
+pub const MAX_D: u32 = 256;
+
+/// A tile of the fused backward: its file (tiled_bwd_d<D>[_b<BT>].wgsl), vec4 per staged row and
+/// rows (and keys) per tile. 32 x 32 with 128 threads for D ≤ 64 (tiled_bwd_common.wgsl);
+/// otherwise the small tiles of tiled_bwd_wide.wgsl (BT x D4 / 8 threads). Four staged f32 tiles
+/// of BT rows of D must fit workgroup memory: [`Tile::pick`] takes the largest that fits.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Tile {
+    /// D ≤ 32, 32 x 32.
+    D32,
+    /// D ≤ 64, 32 x 32 (43264 bytes: more than lavapipe's 32 KiB).
+    D64,
+    /// D ≤ 64, 8 x 8 (small workgroup memory, e.g. a browser's 16 KiB).
+    D64B8,
+    /// D ≤ 128, 16 x 16 (35968 bytes).
+    D128B16,
+    /// D ≤ 128, 8 x 8.
+    D128B8,
+    /// D ≤ 256, 8 x 8 (33856 bytes).
+    D256B8,
+    /// D ≤ 256, 4 x 4.
+    D256B4,
 }
 
-/// vec4 slots per staged row: the kernels come in two widths (tiled_bwd_d32.wgsl, _d64.wgsl).
-fn d4(d: u32) -> u64 {
-    if d <= 32 {
-        8
-    } else {
-        16
+impl Tile {
+    /// The tiles for head dimension `d`, largest first.
+    fn candidates(d: u32) -> &'static [Tile] {
+        match d {
+            0..=32 => &[Tile::D32],
+            33..=64 => &[Tile::D64, Tile::D64B8],
+            65..=128 => &[Tile::D128B16, Tile::D128B8],
+            _ => &[Tile::D256B8, Tile::D256B4],
+        }
+    }
+    /// The largest tile of head dimension `d` whose workgroup storage fits `max_storage` bytes.
+    pub fn pick(d: u32, max_storage: u64) -> Option<Tile> {
+        Tile::candidates(d)
+            .iter()
+            .copied()
+            .find(|t| t.storage() <= max_storage)
+    }
+    /// The tile `p` takes here: `--bwd-tile`'s (which must exist at this D and fit), else
+    /// [`Tile::pick`]'s; or why none can.
+    pub fn for_problem(p: &Problem, caps: &AdapterCaps) -> Result<Tile, String> {
+        let max = caps.max_workgroup_storage as u64;
+        let c = Tile::candidates(p.head_dim);
+        let t = match p.bwd_tile {
+            Some(bt) => *c.iter().find(|t| t.bt() == bt as u64).ok_or_else(|| {
+                let have: Vec<String> = c.iter().map(|t| t.bt().to_string()).collect();
+                format!(
+                    "--bwd-tile {bt}: the fused backward has no {bt} x {bt} tile at D = {} \
+                     (it has {})",
+                    p.head_dim,
+                    have.join(", ")
+                )
+            })?,
+            None => Tile::pick(p.head_dim, max).unwrap_or(c[c.len() - 1]),
+        };
+        if t.storage() > max {
+            return Err(format!(
+                "the fused backward's {} x {} tile at D = {} needs {} bytes of workgroup \
+                 storage, this adapter allows {max}",
+                t.bt(),
+                t.bt(),
+                p.head_dim,
+                t.storage()
+            ));
+        }
+        Ok(t)
+    }
+    /// vec4 slots per staged row (`D4`).
+    pub fn d4(self) -> u64 {
+        match self {
+            Tile::D32 => 8,
+            Tile::D64 | Tile::D64B8 => 16,
+            Tile::D128B16 | Tile::D128B8 => 32,
+            Tile::D256B8 | Tile::D256B4 => 64,
+        }
+    }
+    /// Query rows and keys per tile (`BT`).
+    pub fn bt(self) -> u64 {
+        match self {
+            Tile::D32 | Tile::D64 => 32,
+            Tile::D128B16 => 16,
+            Tile::D64B8 | Tile::D128B8 | Tile::D256B8 => 8,
+            Tile::D256B4 => 4,
+        }
+    }
+    /// Whether tiled_bwd_wide.wgsl's kernels take it.
+    pub fn wide(self) -> bool {
+        !matches!(self, Tile::D32 | Tile::D64)
+    }
+    /// Threads per workgroup.
+    pub fn threads(self) -> u64 {
+        if self.wide() {
+            self.bt() * self.d4() / 8
+        } else {
+            128
+        }
+    }
+    /// Workgroup storage of the dK/dV kernel (the larger of the two; its header derives it): Q,
+    /// dO, K, V tiles of BT rows x (D4 + 1) vec4 (one of padding), P and dS tiles, L and D.
+    pub fn storage(self) -> u64 {
+        let bt = self.bt();
+        4 * bt * (self.d4() + 1) * 16 + 2 * bt * bt * 4 + 2 * bt * 4
+    }
+    /// An upper bound of one invocation's loop iterations per walked key (dQ) or query row (dK/dV)
+    /// as Mesa's llvmpipe counts them. The 32 x 32 tiles' rates are measured at D = 32 (below)
+    /// and scaled by D / 32; the small tiles' are counted from the WGSL: per block of BT rows, 8
+    /// staging steps of two 4-element row loads, D4 steps of phase A, BT of phase B.
+    fn loops_per_row(self, which: usize, d: u32) -> f64 {
+        if self.wide() {
+            (8.0 * 9.0 + self.d4() as f64 + self.bt() as f64) / self.bt() as f64
+        } else {
+            BWD_LOOPS_PER_ROW_D32[which] * (d.max(32) as f64 / 32.0)
+        }
     }
 }
 
@@ -39,34 +142,26 @@ fn d4(d: u32) -> u64 {
 pub fn check(p: &Problem, caps: &AdapterCaps) -> Result<(), String> {
     if p.head_dim > MAX_D {
         return Err(format!(
-            "the fused backward kernels (tiled_bwd_kv.wgsl, tiled_bwd_q.wgsl) hold at most D = \
-             {MAX_D} columns per staged row (got --head-dim {})",
+            "the fused backward kernels (tiled_bwd_*.wgsl) hold at most D = {MAX_D} columns per \
+             staged row (got --head-dim {})",
             p.head_dim
         ));
     }
-    let need = storage(p.head_dim);
-    if need > caps.max_workgroup_storage as u64 {
-        return Err(format!(
-            "the fused backward (tiled_bwd_kv.wgsl) needs {need} bytes of workgroup storage at \
-             D = {}, this adapter allows {}",
-            p.head_dim, caps.max_workgroup_storage
-        ));
-    }
-    Ok(())
+    Tile::for_problem(p, caps).map(|_| ())
 }
 
-/// (visited 32 x 32 tiles per head, their (row, key) pairs per head).
-fn visited(p: &Problem) -> (u64, u64) {
+/// (visited BT x BT tiles per head, their (row, key) pairs per head).
+fn visited(p: &Problem, bt: u64) -> (u64, u64) {
     let n = p.seq as u64;
     let m = p.kv_seq as u64;
     let (mut tiles, mut pairs) = (0, 0);
-    for qb in 0..n.div_ceil(BT) {
-        let rows = BT.min(n - qb * BT);
+    for qb in 0..n.div_ceil(bt) {
+        let rows = bt.min(n - qb * bt);
         // Key blocks up to the causal diagonal of the block's last row (all of M without causal).
-        let keys = p.keys_for_row(n.min((qb + 1) * BT) - 1);
-        for kb in 0..keys.div_ceil(BT) {
+        let keys = p.keys_for_row(n.min((qb + 1) * bt) - 1);
+        for kb in 0..keys.div_ceil(bt) {
             tiles += 1;
-            pairs += rows * BT.min(m - kb * BT);
+            pairs += rows * bt.min(m - kb * bt);
         }
     }
     (tiles, pairs)
@@ -78,10 +173,9 @@ fn visited(p: &Problem) -> (u64, u64) {
 const BWD_LOOPS_PER_ROW_D32: [f64; 2] = [65535.0 / 48884.0, 65535.0 / 49088.0];
 
 /// An upper bound of the loop iterations of the fused backward pass `which` (0: dQ, 1: dK/dV)
-/// walking `rows` keys or query rows.
-fn bwd_loops(d: u32, rows: u64, which: usize) -> u64 {
-    let rate = BWD_LOOPS_PER_ROW_D32[which] * (d.max(32) as f64 / 32.0);
-    (rate * 1.1 * rows as f64).ceil() as u64 + 64
+/// on tile `t` walking `rows` keys or query rows.
+fn bwd_loops(t: Tile, d: u32, rows: u64, which: usize) -> u64 {
+    (t.loops_per_row(which, d) * 1.1 * rows as f64).ceil() as u64 + 64
 }
 
 /// `bwd_dot`: `delta` = rowsum(dO ∘ O).
@@ -149,15 +243,116 @@ pub fn bwd_q(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
     fused(p, caps, Fused::Q)
 }
 
+/// The composed kernel of pass `which` at width `w`.
+fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> Shader {
+    macro_rules! k {
+        ($main:literal, $tile:literal, $out:literal, $width:literal) => {
+            kernel!(
+                $main + $tile + $out + "tiled_bwd_lib.wgsl" + $width,
+                st,
+                slot,
+                dropout = drop
+            )
+        };
+    }
+    match (which, t) {
+        (Fused::Kv, Tile::D32) => k!(
+            "tiled_bwd_kv.wgsl",
+            "tiled_bwd_common.wgsl",
+            "tiled_bwd_kv_out.wgsl",
+            "tiled_bwd_d32.wgsl"
+        ),
+        (Fused::Kv, Tile::D64) => k!(
+            "tiled_bwd_kv.wgsl",
+            "tiled_bwd_common.wgsl",
+            "tiled_bwd_kv_out.wgsl",
+            "tiled_bwd_d64.wgsl"
+        ),
+        (Fused::Kv, Tile::D64B8) => k!(
+            "tiled_bwd_wide_kv.wgsl",
+            "tiled_bwd_wide.wgsl",
+            "tiled_bwd_kv_out.wgsl",
+            "tiled_bwd_d64_b8.wgsl"
+        ),
+        (Fused::Kv, Tile::D128B16) => k!(
+            "tiled_bwd_wide_kv.wgsl",
+            "tiled_bwd_wide.wgsl",
+            "tiled_bwd_kv_out.wgsl",
+            "tiled_bwd_d128_b16.wgsl"
+        ),
+        (Fused::Kv, Tile::D128B8) => k!(
+            "tiled_bwd_wide_kv.wgsl",
+            "tiled_bwd_wide.wgsl",
+            "tiled_bwd_kv_out.wgsl",
+            "tiled_bwd_d128_b8.wgsl"
+        ),
+        (Fused::Kv, Tile::D256B8) => k!(
+            "tiled_bwd_wide_kv.wgsl",
+            "tiled_bwd_wide.wgsl",
+            "tiled_bwd_kv_out.wgsl",
+            "tiled_bwd_d256_b8.wgsl"
+        ),
+        (Fused::Kv, Tile::D256B4) => k!(
+            "tiled_bwd_wide_kv.wgsl",
+            "tiled_bwd_wide.wgsl",
+            "tiled_bwd_kv_out.wgsl",
+            "tiled_bwd_d256_b4.wgsl"
+        ),
+        (Fused::Q, Tile::D32) => k!(
+            "tiled_bwd_q.wgsl",
+            "tiled_bwd_common.wgsl",
+            "tiled_bwd_q_out.wgsl",
+            "tiled_bwd_d32.wgsl"
+        ),
+        (Fused::Q, Tile::D64) => k!(
+            "tiled_bwd_q.wgsl",
+            "tiled_bwd_common.wgsl",
+            "tiled_bwd_q_out.wgsl",
+            "tiled_bwd_d64.wgsl"
+        ),
+        (Fused::Q, Tile::D64B8) => k!(
+            "tiled_bwd_wide_q.wgsl",
+            "tiled_bwd_wide.wgsl",
+            "tiled_bwd_q_out.wgsl",
+            "tiled_bwd_d64_b8.wgsl"
+        ),
+        (Fused::Q, Tile::D128B16) => k!(
+            "tiled_bwd_wide_q.wgsl",
+            "tiled_bwd_wide.wgsl",
+            "tiled_bwd_q_out.wgsl",
+            "tiled_bwd_d128_b16.wgsl"
+        ),
+        (Fused::Q, Tile::D128B8) => k!(
+            "tiled_bwd_wide_q.wgsl",
+            "tiled_bwd_wide.wgsl",
+            "tiled_bwd_q_out.wgsl",
+            "tiled_bwd_d128_b8.wgsl"
+        ),
+        (Fused::Q, Tile::D256B8) => k!(
+            "tiled_bwd_wide_q.wgsl",
+            "tiled_bwd_wide.wgsl",
+            "tiled_bwd_q_out.wgsl",
+            "tiled_bwd_d256_b8.wgsl"
+        ),
+        (Fused::Q, Tile::D256B4) => k!(
+            "tiled_bwd_wide_q.wgsl",
+            "tiled_bwd_wide.wgsl",
+            "tiled_bwd_q_out.wgsl",
+            "tiled_bwd_d256_b4.wgsl"
+        ),
+    }
+}
+
 fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, String> {
     let n = p.seq as u64;
     let d = p.head_dim as u64;
     let e = p.dtype.bytes();
     let bh = p.bh();
-    let (tiles, pairs) = visited(p);
+    let tile = Tile::for_problem(p, caps)?;
+    let bt = tile.bt();
+    let (tiles, pairs) = visited(p, bt);
     let st = Storage::of(p.dtype);
     let drop = p.dropout().is_some();
-    let narrow = p.head_dim <= 32;
     let mask = if p.mask.bias.is_some() {
         bh * pairs * 4
     } else {
@@ -172,78 +367,40 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
         ""
     };
     let kv = p.kv_bytes();
-    // bwd_kv: a workgroup per 32 keys of a K/V head (walking its group's query heads); bwd_q: per
-    // 32 rows of a query head.
+    // bwd_kv: a workgroup per BT keys of a K/V head (walking its group's query heads); bwd_q: per
+    // BT rows of a query head.
     let heads = match which {
         Fused::Kv => p.batch as u64 * p.kv_heads as u64,
         Fused::Q => bh,
     };
-    let (name, b, shader, reads, writes, products, note) = match which {
-        Fused::Kv => {
-            let b = bindings(p, &["dK", "dV"]);
-            let slot = mask_slot(&b);
-            let shader = if narrow {
-                kernel!(
-                    "tiled_bwd_kv.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d32.wgsl",
-                    st,
-                    slot,
-                    dropout = drop
-                )
-            } else {
-                kernel!(
-                    "tiled_bwd_kv.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d64.wgsl",
-                    st,
-                    slot,
-                    dropout = drop
-                )
-            };
-            (
-                "bwd_kv",
-                b,
-                shader,
-                // K and V once; per visited tile 32 rows of Q and dO, with L and D.
-                2 * kv + bh * tiles * BT * (2 * d * e + 8),
-                2 * kv,
-                4,
-                format!(
-                    "dK, dV: a workgroup per 32 keys walks the query blocks{walk}; S, P, dP, dS \
-                     recomputed on chip from Q, K, V, dO, L, D"
-                ),
-            )
-        }
-        Fused::Q => {
-            let b = bindings(p, &["dQ"]);
-            let slot = mask_slot(&b);
-            let shader = if narrow {
-                kernel!(
-                    "tiled_bwd_q.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d32.wgsl",
-                    st,
-                    slot,
-                    dropout = drop
-                )
-            } else {
-                kernel!(
-                    "tiled_bwd_q.wgsl" + "tiled_bwd_common.wgsl" + "tiled_bwd_d64.wgsl",
-                    st,
-                    slot,
-                    dropout = drop
-                )
-            };
-            (
-                "bwd_q",
-                b,
-                shader,
-                // Q, dO, L, D once; per visited tile 32 keys of K and V.
-                2 * p.qkv_bytes() + bh * n * 8 + bh * tiles * BT * 2 * d * e,
-                p.qkv_bytes(),
-                3,
-                format!(
-                    "dQ: a workgroup per 32 rows walks the key blocks{walk}; S, P, dP, dS \
-                     recomputed on chip"
-                ),
-            )
-        }
+    let threads = tile.threads();
+    let (name, b, reads, writes, products, note) = match which {
+        Fused::Kv => (
+            "bwd_kv",
+            bindings(p, &["dK", "dV"]),
+            // K and V once; per visited tile BT rows of Q and dO, with L and D.
+            2 * kv + bh * tiles * bt * (2 * d * e + 8),
+            2 * kv,
+            4,
+            format!(
+                "dK, dV: a workgroup of {threads} threads per {bt} keys walks the query blocks\
+                 {walk}; S, P, dP, dS recomputed on chip from Q, K, V, dO, L, D"
+            ),
+        ),
+        Fused::Q => (
+            "bwd_q",
+            bindings(p, &["dQ"]),
+            // Q, dO, L, D once; per visited tile BT keys of K and V.
+            2 * p.qkv_bytes() + bh * n * 8 + bh * tiles * bt * 2 * d * e,
+            p.qkv_bytes(),
+            3,
+            format!(
+                "dQ: a workgroup of {threads} threads per {bt} rows walks the key blocks{walk}; \
+                 S, P, dP, dS recomputed on chip"
+            ),
+        ),
     };
+    let shader = shader(which, tile, st, mask_slot(&b), drop);
     Ok(Dispatch {
         name: name.into(),
         phase: Phase::Backward,
@@ -255,8 +412,8 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
         bindings: b,
         workgroups: [
             match which {
-                Fused::Kv => check_grid("M / 32 key blocks", (p.kv_seq as u64).div_ceil(BT), caps)?,
-                Fused::Q => check_grid("N / 32 row blocks", n.div_ceil(BT), caps)?,
+                Fused::Kv => check_grid("M / BT key blocks", (p.kv_seq as u64).div_ceil(bt), caps)?,
+                Fused::Q => check_grid("N / BT row blocks", n.div_ceil(bt), caps)?,
             },
             check_grid("B*H (B*Hkv for bwd_kv)", heads, caps)?,
             1,
@@ -266,8 +423,8 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
         flops: bh * pairs * d * 2 * products,
         // dQ walks the M keys; dK/dV the N query rows of each of the group's heads.
         loop_iters: match which {
-            Fused::Q => bwd_loops(p.head_dim, p.kv_seq as u64, 0),
-            Fused::Kv => bwd_loops(p.head_dim, p.group() as u64 * n, 1),
+            Fused::Q => bwd_loops(tile, p.head_dim, p.kv_seq as u64, 0),
+            Fused::Kv => bwd_loops(tile, p.head_dim, p.group() as u64 * n, 1),
         },
         note,
     })

@@ -1,0 +1,4 @@
+// tiled_bwd_d128_b8.wgsl — a small tile of the fused backward (tiled_bwd_wide.wgsl) for 64 < D <= 128:
+// 8 rows and keys, 32 threads, 17472 bytes of workgroup storage for dK/dV.
+const D4: u32 = 32u;  // vec4 slots of a staged row
+const BT: u32 = 8u;  // query rows and keys of a tile
