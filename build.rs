@@ -19,6 +19,8 @@ struct Glsl {
 ///   other buffers: binding 5, or 6 with L), dropout (DROPOUT);
 /// - tiled_coop_vk_bwd.comp `tiled_coop_vk_bwd_{kv,q}[_mask][_drop]`: the backward passes (the
 ///   mask at binding 9 for bwd_kv, 8 for bwd_q);
+/// - gemm_coop_vk.comp `gemm_coop_vk_{qk,pv}_d{64,128,256}`: `unfused-coop`'s S = Q·Kᵀ and
+///   O = P·V at three head dimensions (HEAD_D);
 /// - coop_layout_probe.comp `coop_layout_probe`.
 fn flag(on: bool, name: &'static str) -> &'static str {
     if on {
@@ -77,6 +79,13 @@ fn modules() -> Vec<Glsl> {
                     ("DROPOUT", (drop as u8).to_string()),
                 ];
                 all.push(base("tiled_coop_vk_bwd.comp", name, defines));
+            }
+        }
+        for qk in [true, false] {
+            for d in [64, 128, 256] {
+                let name = format!("gemm_coop_vk_{}_d{d}", if qk { "qk" } else { "pv" });
+                let defines = vec![("QK", (qk as u8).to_string()), ("HEAD_D", d.to_string())];
+                all.push(base("gemm_coop_vk.comp", name, defines));
             }
         }
         all.push(base(

@@ -39,7 +39,10 @@ layout(set = 0, binding = 0, std140) uniform ParamsBlock {
     uint pad1;
 } params;
 
-const uint D = 64;            // head dimension (the only one compiled)
+#ifndef HEAD_D
+#define HEAD_D 64
+#endif
+const uint D = HEAD_D;        // head dimension (64 unless build.rs defines HEAD_D)
 const uint D4 = D / 4;        // f16vec4 a row
 const uint KP4 = D4 + 2;      // staged row pitch in f16vec4: D + 8 halves (bank-conflict padding)
 const float LOG2E = 1.4426950408889634;

@@ -274,7 +274,8 @@ fn requirements_give_reasons() {
         .iter()
         .all(|(v, r)| r.contains("SHADER_F16")
             || (v == "split-kv" && r.contains("SUBGROUP"))
-            || ((v == "tiled-coop" || v == "tiled-coop-vk") && r.contains("COOPERATIVE_MATRIX"))));
+            || ((v == "tiled-coop" || v == "tiled-coop-vk" || v == "unfused-coop")
+                && r.contains("COOPERATIVE_MATRIX"))));
     let mut c = caps();
     c.f16 = true;
     let choice = variants::auto(&p, &c).unwrap();
@@ -284,7 +285,8 @@ fn requirements_give_reasons() {
         .iter()
         .all(|(v, r)| r.contains("ranked below `tiled`")
             || (v == "split-kv" && r.contains("SUBGROUP"))
-            || ((v == "tiled-coop" || v == "tiled-coop-vk") && r.contains("COOPERATIVE_MATRIX"))));
+            || ((v == "tiled-coop" || v == "tiled-coop-vk" || v == "unfused-coop")
+                && r.contains("COOPERATIVE_MATRIX"))));
 }
 
 #[test]

@@ -20,7 +20,8 @@
 //! | `softmax_bwd.rs` | softmax_bwd.wgsl (`softmax_bwd`, `normalize_bwd`, `exp_bwd`), mask_bwd.wgsl | unfused*, math (`--backward`) |
 //! | `tiled_coop_vk.rs` | tiled_coop_vk.comp, tiled_coop_vk_bwd.comp (+ coop_vk_common.glsl; GLSL → SPIR-V at build time, Vulkan passthrough) + coop_layout_probe.comp; all also on coopmat_emu.glsl for the tests | tiled-coop-vk |
 //! | `tiled_coop_bwd.rs` | tiled_coop_bwd_{kv,q}.wgsl + tiled_coop_lib.wgsl (+ tiled_coop_kv.wgsl for q) + tiled_mask.wgsl | tiled-coop (`--backward`) |
-//! | `tiled_bwd.rs`  | tiled_bwd_dot.wgsl, tiled_bwd_{kv,q}.wgsl + tiled_bwd_common.wgsl + tiled_bwd_d{32,64}.wgsl | tiled, split-kv (`--backward`; `bwd_dot` also tiled-coop) |
+//! | `tiled_bwd.rs`  | tiled_bwd_dot.wgsl, tiled_bwd_{kv,q}.wgsl + tiled_bwd_common.wgsl or tiled_bwd_wide_{kv,q}.wgsl + tiled_bwd_wide.wgsl, + tiled_bwd_{kv,q}_out.wgsl + tiled_bwd_lib.wgsl + a tile file tiled_bwd_d*.wgsl | tiled, split-kv (`--backward`; `bwd_dot` also tiled-coop) |
+//! | `gemm_coop_vk.rs` | gemm_coop_vk.comp (GLSL → SPIR-V, with coop_vk_common.glsl) | unfused-coop |
 //! | `split_kv.rs`   | split_kv_hpl.wgsl or split_kv.wgsl + split_kv_lib.wgsl; split_kv_combine.wgsl | split-kv |
 //!
 //! `tiled.rs` and `tiled_coop.rs` also append tiled_lse.wgsl (training: the row logsumexp L) or
@@ -48,6 +49,7 @@ use crate::problem::{DType, Problem};
 
 pub mod convert;
 pub mod dropout;
+pub mod gemm_coop_vk;
 pub mod mask;
 pub mod math_mask;
 pub mod math_rows;

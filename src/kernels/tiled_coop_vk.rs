@@ -60,7 +60,7 @@ pub fn spirv_modules() -> &'static [(&'static str, &'static [u8])] {
 }
 
 /// The SPIR-V module build.rs compiled under `name` (its `modules`).
-fn spirv(name: &str) -> (&'static str, &'static [u8]) {
+pub(crate) fn spirv(name: &str) -> (&'static str, &'static [u8]) {
     SPIRV_MODULES
         .iter()
         .find(|m| m.0 == name)
@@ -69,7 +69,7 @@ fn spirv(name: &str) -> (&'static str, &'static [u8]) {
 }
 
 /// The name suffix of a build's modules.
-fn tail(build: Build) -> &'static str {
+pub(crate) fn tail(build: Build) -> &'static str {
     match build {
         Build::Device => "",
         Build::Emulated => "_emu",
@@ -141,7 +141,7 @@ pub fn storage(build: Build) -> u64 {
 }
 
 /// What `build` adds to a kernel's workgroup storage: the emulation's exchange slots.
-fn emulation_bytes(build: Build) -> u64 {
+pub(crate) fn emulation_bytes(build: Build) -> u64 {
     match build {
         Build::Device => 0,
         Build::Emulated => EMU_STORAGE,
@@ -161,14 +161,21 @@ pub const fn tile(rows: u32) -> TileConfig {
 
 /// Why this problem cannot run on this adapter, if it cannot: everything the kernel does not do.
 pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
+    adapter_check(caps, build)?;
+    check_problem(p, caps, build)
+}
+
+/// What a build of any GLSL cooperative-matrix kernel (this file's, gemm_coop_vk.rs's) needs of
+/// the adapter: SPIR-V passthrough and f16; the device build also cooperative matrices, 32-wide
+/// subgroups and the assumed element layout (the probe's answer).
+pub fn adapter_check(caps: &AdapterCaps, build: Build) -> Result<(), String> {
     match build {
-        Build::Emulated => passthrough_check(caps)?,
+        Build::Emulated => passthrough_check(caps),
         Build::Device => {
             device_check(caps)?;
-            layout_check(caps)?;
+            layout_check(caps)
         }
     }
-    check_problem(p, caps, build)
 }
 
 /// What any build needs: SPIR-V handed to a Vulkan driver, f16.

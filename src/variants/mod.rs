@@ -5,6 +5,7 @@
 //! |-------------------|----------------|------------------------------------------------------------|
 //! | `unfused`         | `unfused.rs`   | qk.wgsl, scale.wgsl, mask.wgsl (`copy`, `in_place`), softmax.wgsl, pv.wgsl |
 //! | `unfused-inplace` | `unfused.rs`   | the same with mask.wgsl `in_place`                         |
+//! | `unfused-coop`    | `unfused.rs`   | unfused-inplace's with qk and pv from gemm_coop_vk.comp (GLSL → SPIR-V, Vulkan passthrough; f16, D 64/128/256) |
 //! | `unfused-inplace-exp` | `unfused.rs` | the same with softmax as in-place math_rows.wgsl steps (`row_max`, `exp_sum`, `normalize_rows`) |
 //! | `tiled`           | `tiled.rs`     | tiled_v2.wgsl (tile rt2, D <= 64), tiled_rt.wgsl + tiled_rt_wg.wgsl (tile rt, D <= 256), else tiled.wgsl |
 //! | `tiled-coop`      | `tiled.rs`     | tiled_coop.wgsl (f16, cooperative matrices, D <= 256)      |
@@ -42,6 +43,7 @@ pub enum VariantId {
     Unfused,
     UnfusedInplace,
     UnfusedInplaceExp,
+    UnfusedCoop,
     Math,
     Tiled,
     TiledCoop,
@@ -294,6 +296,11 @@ const VK_ONLY: &str =
     "its kernel is SPIR-V compiled from GLSL at build time (shaders/tiled_coop_vk.comp), \
     handed to the driver through PASSTHROUGH_SHADERS: Vulkan only";
 
+/// Why `unfused-coop` is claimed on Vulkan only.
+const VK_ONLY_GEMM: &str =
+    "its two products are SPIR-V compiled from GLSL at build time (shaders/gemm_coop_vk.comp), \
+    handed to the driver through PASSTHROUGH_SHADERS: Vulkan only";
+
 pub const VARIANTS: &[Variant] = &[
     Variant {
         id: VariantId::Unfused,
@@ -319,6 +326,25 @@ pub const VARIANTS: &[Variant] = &[
         build: unfused::build_in_place,
         excludes: &[],
         wants: wgpu::Features::empty(),
+        tiles: false,
+    },
+    Variant {
+        id: VariantId::UnfusedCoop,
+        name: "unfused-coop",
+        summary: "unfused-inplace with S = Q·Kᵀ and O = P·V on cooperative matrices (tensor cores): the materialized path on the fused kernels' matrix units, 5 dispatches; Vulkan, f16, D = 64/128/256",
+        needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX.union(wgpu::Features::SUBGROUP),
+        requires: F16_MATRICES,
+        fully_masked: Semantics::Nan,
+        // Before the scalar materialized variants, after every fused one.
+        auto_rank: 19,
+        build: unfused::build_coop,
+        excludes: &[
+            (Backend::Metal, VK_ONLY_GEMM),
+            (Backend::Dx12, VK_ONLY_GEMM),
+            (Backend::Gl, VK_ONLY_GEMM),
+        ],
+        // Requested with the variant; the builder refuses it without (kernels/tiled_coop_vk.rs).
+        wants: wgpu::Features::PASSTHROUGH_SHADERS,
         tiles: false,
     },
     Variant {

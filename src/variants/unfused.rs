@@ -24,10 +24,11 @@
 //! bound.
 
 use crate::gpu::AdapterCaps;
+use crate::kernels::tiled_coop_vk::Build;
 use crate::kernels::{
     buf, check_binding, check_grid, check_mask, chunks,
     dropout::{dropout, dropout_bwd},
-    heads_per_chunk,
+    gemm_coop_vk, heads_per_chunk,
     mask::{copy, mask},
     math_rows::{row_step, RowStep},
     pv::{self, ptv, pv},
@@ -41,18 +42,43 @@ use crate::plan::{save_after, Dispatch, Params, Plan, Role};
 use crate::problem::Problem;
 
 pub fn build_out_of_place(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
-    build(p, caps, false, Softmax::Fused)
+    build(p, caps, false, Softmax::Fused, Gemm::Scalar)
 }
 
 pub fn build_in_place(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
-    build(p, caps, true, Softmax::Fused)
+    build(p, caps, true, Softmax::Fused, Gemm::Scalar)
+}
+
+/// `unfused-coop`: `unfused-inplace` with S = Q·Kᵀ and O = P·V on cooperative matrices
+/// (kernels/gemm_coop_vk.rs): the materialized path on the matrix units the fused
+/// `tiled-coop*` kernels use, five dispatches as `unfused-inplace`'s. Its backward's products
+/// stay on scalar units (pv.wgsl, qk.wgsl).
+pub fn build_coop(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
+    build(p, caps, true, Softmax::Fused, Gemm::Coop(Build::Device))
+}
+
+/// `unfused-coop` with its products built on shaders/coopmat_emu.glsl: not a variant, the tests'
+/// way to run the kernels' logic on lavapipe (as `tiled::build_coop_vk_emulated`).
+pub fn build_coop_emulated(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
+    let mut plan = build(p, caps, true, Softmax::Fused, Gemm::Coop(Build::Emulated))?;
+    plan.variant = "unfused-coop (emulated cooperative matrices)".into();
+    Ok(plan)
+}
+
+/// Where the plan's two forward matrix products run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Gemm {
+    /// qk.wgsl and pv.wgsl (scalar f32 products).
+    Scalar,
+    /// gemm_coop_vk.comp in this build.
+    Coop(Build),
 }
 
 /// `unfused-inplace-exp`: `unfused-inplace` with the softmax itself written as in-place steps
 /// (row max, `S.sub_(max).exp_()`, `S.div_(sum)`): the same forward, and the in-place hazard in
 /// training (exp_'s backward needs its output, which div_ overwrites), refused by `Plan::check`.
 pub fn build_in_place_exp(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
-    build(p, caps, true, Softmax::InPlaceExp)
+    build(p, caps, true, Softmax::InPlaceExp, Gemm::Scalar)
 }
 
 /// How the plan computes softmax.
@@ -167,11 +193,20 @@ fn build(
     caps: &AdapterCaps,
     in_place: bool,
     softmax_kind: Softmax,
+    gemm: Gemm,
 ) -> Result<Plan, String> {
     let st = Storage::of(p.dtype);
     let n = p.seq as u64;
     let bh = p.bh();
     let qkv = p.qkv_bytes();
+    if let Gemm::Coop(b) = gemm {
+        gemm_coop_vk::check(p, caps, b)?;
+    }
+    // The cooperative products read whole 64-row tiles of Q, K and V: padded past the last head.
+    let input = |bytes: u64| match gemm {
+        Gemm::Scalar => bytes,
+        Gemm::Coop(_) => gemm_coop_vk::padded(bytes, p),
+    };
 
     check_binding("Q ([B, H, N, D])", qkv, caps)?;
     let mask_bytes = check_mask(p, caps)?;
@@ -182,9 +217,9 @@ fn build(
 
     let kv = p.kv_bytes();
     let mut buffers = vec![
-        buf("Q", qkv, Role::Input, false),
-        buf("K", kv, Role::Input, false),
-        buf("V", kv, Role::Input, false),
+        buf("Q", input(qkv), Role::Input, false),
+        buf("K", input(kv), Role::Input, false),
+        buf("V", input(kv), Role::Input, false),
     ];
     if mask_bytes > 0 {
         buffers.push(buf(crate::kernels::MASK, mask_bytes, Role::Input, false));
@@ -223,13 +258,16 @@ fn build(
     let mut dispatches = Vec::new();
     for &(first, count) in &parts {
         let params = Params::of(p).chunk(first as u32, count as u32);
-        dispatches.push(qk(
-            st,
-            params,
-            ["Q", "K", "S"],
-            caps,
-            "S = Q·Kᵀ, all N x N scores (masked ones too)",
-        )?);
+        dispatches.push(match gemm {
+            Gemm::Scalar => qk(
+                st,
+                params,
+                ["Q", "K", "S"],
+                caps,
+                "S = Q·Kᵀ, all N x N scores (masked ones too)",
+            )?,
+            Gemm::Coop(b) => gemm_coop_vk::qk(params, ["Q", "K", "S"], caps, b)?,
+        });
         dispatches.push(scale(params, "S", caps));
         if !in_place {
             dispatches.push(copy(st, params, "S", "S2", caps));
@@ -246,13 +284,16 @@ fn build(
         if let Some(to) = dropout_to {
             dispatches.push(dropout(params, masked, to, caps));
         }
-        dispatches.push(pv(
-            st,
-            params,
-            [dropped, "V", "O"],
-            caps,
-            "O = P·V over all N keys (the zeros above the diagonal too)",
-        )?);
+        dispatches.push(match gemm {
+            Gemm::Scalar => pv(
+                st,
+                params,
+                [dropped, "V", "O"],
+                caps,
+                "O = P·V over all N keys (the zeros above the diagonal too)",
+            )?,
+            Gemm::Coop(b) => gemm_coop_vk::pv(params, [dropped, "V", "O"], caps, b)?,
+        });
         if p.backward {
             // Heads are independent: each chunk's backward runs right after its forward, before
             // the next chunk overwrites the N x N buffers.
@@ -285,6 +326,17 @@ fn build(
                 .into(),
         ),
         None => {}
+    }
+    if gemm != Gemm::Scalar {
+        notes.push(
+            "S = Q·Kᵀ and O = P·V on cooperative matrices (shaders/gemm_coop_vk.comp: f16 \
+             products, f32 sums, P rounded to f16 as P·V loads it); scale, mask and softmax as \
+             unfused-inplace's"
+                .into(),
+        );
+        if p.backward {
+            notes.push("the backward's products run on scalar units (pv.wgsl, qk.wgsl)".into());
+        }
     }
     if parts.len() > 1 {
         notes.push(format!(
@@ -320,13 +372,20 @@ fn build(
         buffers,
         dispatches,
         output: "O".into(),
-        config: vec![
-            ("QK_TILE".into(), qk::TILE as f64),
-            ("PV_TM".into(), pv::TM as f64),
-            ("PV_TN".into(), pv::TN as f64),
+        config: match gemm {
+            Gemm::Scalar => vec![
+                ("QK_TILE".into(), qk::TILE as f64),
+                ("PV_TM".into(), pv::TM as f64),
+                ("PV_TN".into(), pv::TN as f64),
+            ],
+            Gemm::Coop(_) => vec![("GEMM_TILE".into(), gemm_coop_vk::TILE as f64)],
+        }
+        .into_iter()
+        .chain([
             ("heads_per_chunk".into(), per as f64),
             ("chunks".into(), parts.len() as f64),
-        ],
+        ])
+        .collect(),
         notes,
         tile: None,
         grads: if p.backward {

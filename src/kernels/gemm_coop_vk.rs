@@ -1,0 +1,167 @@
+//! `unfused-coop`'s two matrix products on cooperative matrices (tensor cores):
+//! shaders/gemm_coop_vk.comp, GLSL with GL_KHR_cooperative_matrix compiled to SPIR-V by build.rs
+//! for D = 64, 128 and 256 and run through wgpu's PASSTHROUGH_SHADERS (Vulkan only, f16), like
+//! `tiled-coop-vk`'s kernels (tiled_coop_vk.rs: the adapter checks, the element layout the
+//! kernels assume and its probe, the emulated build the tests run on lavapipe).
+//!
+//! | dispatch | what                                                                   |
+//! |----------|------------------------------------------------------------------------|
+//! | `qk`     | S (f32) = Q·Kᵀ: a workgroup per 64 rows x 64 keys, f16 products, f32 sums |
+//! | `pv`     | O (f16) = P·V: a workgroup per 64 rows, P rounded to f16 as it is loaded |
+//!
+//! They take the places of qk.wgsl and pv.wgsl in `unfused-inplace`'s plan: the same five
+//! dispatches, the N x N scores in f32 between them.
+
+use super::tiled_coop_vk::{adapter_check, emulation_bytes, spirv, tail, Build};
+use super::{bind, check_grid};
+use crate::gpu::AdapterCaps;
+use crate::plan::{Access, Dispatch, Params, Phase, Shader};
+use crate::problem::{DType, Problem};
+
+/// Rows (and, in `qk`, keys) a workgroup owns.
+pub const TILE: u64 = 64;
+/// Rows past the last head the kernels' matrix loads of Q, K and V may read (one 64-row tile):
+/// the plan pads those buffers by this many rows.
+pub const PAD_ROWS: u64 = 64;
+/// The head dimensions build.rs compiles the kernels for.
+pub const HEAD_DIMS: [u32; 3] = [64, 128, 256];
+
+const SOURCE: &str = include_str!("../../shaders/gemm_coop_vk.comp");
+
+/// Bytes of each of the Q, K, V buffers of `p` as these kernels read them (the tensor plus
+/// [`PAD_ROWS`] rows of zeros).
+pub fn padded(bytes: u64, p: &Problem) -> u64 {
+    bytes + PAD_ROWS * p.head_dim as u64 * 2
+}
+
+/// Why the products cannot run `p` on this adapter in `build`, if they cannot.
+pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
+    adapter_check(caps, build)?;
+    if p.dtype != DType::F16 {
+        return Err(format!(
+            "dtype {} is not implemented on cooperative matrices (f16 only)",
+            p.dtype.name()
+        ));
+    }
+    if !HEAD_DIMS.contains(&p.head_dim) {
+        return Err(format!(
+            "the products are compiled for D = 64, 128 and 256 (got --head-dim {})",
+            p.head_dim
+        ));
+    }
+    let need = emulation_bytes(build);
+    if need > caps.max_workgroup_storage as u64 {
+        return Err(format!(
+            "the emulated products need {need} bytes of workgroup storage, this adapter allows {}",
+            caps.max_workgroup_storage
+        ));
+    }
+    Ok(())
+}
+
+fn shader(qk: bool, d: u32, build: Build) -> Shader {
+    let (tag, spirv) = spirv(&format!(
+        "gemm_coop_vk_{}_d{d}{}",
+        if qk { "qk" } else { "pv" },
+        tail(build)
+    ));
+    Shader {
+        file: "gemm_coop_vk.comp",
+        source: SOURCE,
+        tag,
+        spirv,
+    }
+}
+
+/// Loop iterations an invocation runs per matrix product and per matrix load (what Mesa's
+/// llvmpipe caps: the emulation's loops, shaders/coopmat_emu.glsl; the device build has none).
+fn loops_per(build: Build) -> (u64, u64) {
+    match build {
+        Build::Device => (0, 0),
+        Build::Emulated => (8 + 8 * 17, 8),
+    }
+}
+
+/// `qk`: S (`[count, N, M]` f32) = Q·Kᵀ for the chunk of heads in `params`.
+pub fn qk(
+    params: Params,
+    [q, k, s]: [&str; 3],
+    caps: &AdapterCaps,
+    build: Build,
+) -> Result<Dispatch, String> {
+    let count = params.heads as u64;
+    let (n, m, d) = (
+        params.seq as u64,
+        params.kv_seq as u64,
+        params.head_dim as u64,
+    );
+    let (mma, load) = loops_per(build);
+    let d16 = d / 16;
+    Ok(Dispatch {
+        name: "qk".into(),
+        phase: Phase::Forward,
+        saved: vec![],
+        shader: shader(true, params.head_dim, build),
+        entry: "main",
+        overrides: vec![],
+        params,
+        bindings: vec![
+            bind(q, Access::Read),
+            bind(k, Access::Read),
+            bind(s, Access::ReadWrite),
+        ],
+        workgroups: [
+            check_grid("M / 64 key tiles", m.div_ceil(TILE), caps)?,
+            check_grid("N / 64 row tiles", n.div_ceil(TILE), caps)?,
+            check_grid("heads of the chunk", count, caps)?,
+        ],
+        reads_bytes: count * (n + m) * d * 2,
+        writes_bytes: count * n * m * 4,
+        flops: 2 * count * n * m * d,
+        loop_iters: d16 * (1 + load + 4 * (1 + load + mma)) + 4 * 4 + 4,
+        note: "S = Q·Kᵀ on cooperative matrices (f16 products, f32 sums), all N x M scores".into(),
+    })
+}
+
+/// `pv`: O (f16) = P·V for the chunk of heads in `params`; P (`[count, N, M]` f32) is rounded to
+/// f16 as it is loaded.
+pub fn pv(
+    params: Params,
+    [pm, v, o]: [&str; 3],
+    caps: &AdapterCaps,
+    build: Build,
+) -> Result<Dispatch, String> {
+    let count = params.heads as u64;
+    let (n, m, d) = (
+        params.seq as u64,
+        params.kv_seq as u64,
+        params.head_dim as u64,
+    );
+    let (mma, load) = loops_per(build);
+    let d16 = d / 16;
+    Ok(Dispatch {
+        name: "pv".into(),
+        phase: Phase::Forward,
+        saved: vec![],
+        shader: shader(false, params.head_dim, build),
+        entry: "main",
+        overrides: vec![],
+        params,
+        bindings: vec![
+            bind(pm, Access::Read),
+            bind(v, Access::Read),
+            bind(o, Access::ReadWrite),
+        ],
+        workgroups: [
+            1,
+            check_grid("N / 64 row tiles", n.div_ceil(TILE), caps)?,
+            check_grid("heads of the chunk", count, caps)?,
+        ],
+        reads_bytes: count * n * m * 4 + count * m * d * 2,
+        writes_bytes: count * n * d * 2,
+        flops: 2 * count * n * m * d,
+        loop_iters: m.div_ceil(16) * (1 + 8 + d16 * (1 + load + mma)) + d16 * (1 + 4) + 1,
+        note: "O = P·V on cooperative matrices over all M keys (P rounded to f16 as it is loaded)"
+            .into(),
+    })
+}

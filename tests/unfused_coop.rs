@@ -1,0 +1,160 @@
+//! `unfused-coop`: `unfused-inplace`'s plan with S = Q·Kᵀ and O = P·V on cooperative matrices
+//! (shaders/gemm_coop_vk.comp, SPIR-V through PASSTHROUGH_SHADERS). No adapter here has
+//! cooperative matrices, so what is checked: its plan on an adapter as the H100 offers itself
+//! (five dispatches, the products' SPIR-V, padded inputs), its refusals with their reasons, and
+//! the kernels' logic on lavapipe: the same GLSL built on shaders/coopmat_emu.glsl, run through
+//! the runner and validated against the f64 reference at D = 64, 128 and 256, causal and not,
+//! N != M in both alignments, GQA, a mask with key padding, dropout and training.
+
+mod common;
+
+use attn_wgpu::gpu::runner::{Runner, Schedule};
+use attn_wgpu::gpu::{AdapterCaps, CoopLayout};
+use attn_wgpu::kernels::gemm_coop_vk;
+use attn_wgpu::mask::normalize;
+use attn_wgpu::problem::{CausalAlign, Convention, DType, Inputs, Problem};
+use attn_wgpu::validate::Verdict;
+use attn_wgpu::variants;
+use rand_core::SeedableRng;
+
+const ONCE: Schedule = Schedule {
+    warmup: 0,
+    reps: 1,
+    host_reps: 0,
+    warmup_ms: None,
+};
+
+/// A Vulkan adapter with cooperative matrices, passthrough shaders, 32-wide subgroups and the
+/// assumed element layout (as the H100 and H200 report themselves).
+fn matrix_adapter() -> AdapterCaps {
+    let mut c = AdapterCaps::webgpu_defaults().with_shader_features(
+        wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP
+            | wgpu::Features::SUBGROUP_BARRIER
+            | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
+    );
+    c.backend = "vulkan".into();
+    c.subgroup_min_size = 32;
+    c.subgroup_max_size = 32;
+    c.max_workgroup_storage = 48 << 10;
+    c.passthrough = true;
+    c.coop_layout = CoopLayout::Assumed;
+    c
+}
+
+fn f16(h: u32, n: u32, d: u32, causal: bool) -> Problem {
+    let mut p = Problem::new(1, h, n, d, causal, (n * 7 + d) as u64);
+    p.dtype = DType::F16;
+    p
+}
+
+#[test]
+fn the_plan_is_unfused_inplace_with_the_products_on_matrices() {
+    let p = f16(4, 100, 128, true);
+    let caps = matrix_adapter();
+    let plan = variants::plan("unfused-coop", &p, &caps).unwrap();
+    let names: Vec<&str> = plan.dispatches.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["qk", "scale", "mask", "softmax", "pv"]);
+    let scalar = variants::plan("unfused-inplace", &p, &caps).unwrap();
+    let scalar_names: Vec<&str> = scalar.dispatches.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(
+        names, scalar_names,
+        "the same dispatch structure as unfused-inplace"
+    );
+    for d in [&plan.dispatches[0], &plan.dispatches[4]] {
+        assert!(d.shader.is_spirv(), "{}", d.name);
+        assert_eq!(d.shader.file, "gemm_coop_vk.comp");
+        assert!(d.shader.tag.ends_with("_d128"), "{}", d.shader.tag);
+    }
+    // Same traffic and work as the scalar products: only where they run differs.
+    for i in [0, 4] {
+        assert_eq!(plan.dispatches[i].flops, scalar.dispatches[i].flops);
+        assert_eq!(
+            plan.dispatches[i].writes_bytes,
+            scalar.dispatches[i].writes_bytes
+        );
+    }
+    let q = plan.buffers.iter().find(|b| b.name == "Q").unwrap();
+    assert_eq!(q.bytes, p.qkv_bytes() + gemm_coop_vk::PAD_ROWS * 128 * 2);
+}
+
+#[test]
+fn refusals_name_their_reason() {
+    let caps = matrix_adapter();
+    let why = |p: &Problem, caps: &AdapterCaps| match variants::plan("unfused-coop", p, caps) {
+        Ok(_) => panic!("accepted {}", p.shape_string()),
+        Err(e) => e.to_string(),
+    };
+    let mut p = f16(2, 64, 64, true);
+    p.dtype = DType::BF16;
+    assert!(why(&p, &caps).contains("bf16"), "{}", why(&p, &caps));
+    let p = f16(2, 64, 80, true);
+    assert!(
+        why(&p, &caps).contains("D = 64, 128 and 256"),
+        "{}",
+        why(&p, &caps)
+    );
+    let mut other = caps.clone();
+    other.coop_layout = CoopLayout::Other("rows first".into());
+    assert!(why(&f16(2, 64, 64, true), &other).contains("layout"));
+    let mut gl = caps.clone();
+    gl.backend = "gl".into();
+    assert!(!why(&f16(2, 64, 64, true), &gl).is_empty());
+}
+
+/// Runs the emulated plan on `p` and asserts O (and in training dQ, dK, dV) PASS.
+fn emulated_passes(p: &Problem) {
+    emulated_passes_on(p, &Inputs::generate(p));
+}
+
+fn emulated_passes_on(p: &Problem, x: &Inputs) {
+    let gpu = common::gpu();
+    let plan = variants::unfused::build_coop_emulated(p, &gpu.caps)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
+    let qk = plan.dispatches.iter().find(|d| d.name == "qk").unwrap();
+    assert!(qk.shader.tag.ends_with("_emu"), "{}", qk.shader.tag);
+    let sem = variants::find("unfused-coop").unwrap().fully_masked;
+    let mut runner = Runner::new(gpu).unwrap();
+    let r = attn_wgpu::run::run_plan(&mut runner, p, x, "unfused-coop-emu", plan, sem, ONCE)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
+    let val = r.validation.as_ref().unwrap();
+    assert_eq!(val.verdict, Verdict::Pass, "{}: {val:?}", p.shape_string());
+    if p.backward {
+        for g in &r.training.as_ref().unwrap().grads {
+            assert_eq!(g.verdict, Verdict::Pass, "{}: {g:?}", p.shape_string());
+        }
+    }
+}
+
+#[test]
+fn the_products_pass_on_emulated_matrices_at_every_head_dim() {
+    for d in gemm_coop_vk::HEAD_DIMS {
+        emulated_passes(&f16(2, 70, d, true));
+        emulated_passes(&f16(1, 33, d, false));
+    }
+}
+
+#[test]
+fn the_products_pass_on_emulated_matrices_with_gqa_masks_dropout_and_training() {
+    // N != M bottom-right with GQA 4:2.
+    let mut p = f16(4, 24, 64, true);
+    p.kv_seq = 90;
+    p.kv_heads = 2;
+    p.causal_align = CausalAlign::BottomRight;
+    emulated_passes(&p);
+    // A random float mask (some keys -inf), non-causal, N > M, with key padding.
+    let mut p = f16(2, 50, 128, false);
+    p.kv_seq = 19;
+    let mut x = Inputs::generate(&p);
+    let mut rng = rand_pcg::Pcg32::seed_from_u64(5);
+    let user = common::random_mask(&mut rng, &p, true);
+    normalize(&mut p, &mut x, Some(&user), Convention::Sdpa, Some(&[11])).unwrap();
+    assert!(p.mask.bias.is_some());
+    emulated_passes_on(&p, &x);
+    // Dropout in inference (in place on P), then the training step (out of place, scalar backward).
+    let mut p = f16(2, 40, 64, true);
+    p.dropout = 0.2;
+    emulated_passes(&p);
+    p.backward = true;
+    emulated_passes(&p);
+}
