@@ -94,16 +94,19 @@ training() {
   done
 }
 
-# The training step at the wide heads (D = 128, 256), f16 and bf16: a part of its own, since the
-# H200 took 221 s for PyTorch's half of `training` alone.
+# The training step at the wide heads (D = 128, 256), f16 and bf16, and f32 at D = 128: a part of
+# its own, since the H200 took 221 s for PyTorch's half of `training` alone.
 training-wide() {
   "$B" run --variant tiled $SEED --seq 1024 --reps 50 --warmup 20 >/dev/null 2>&1
+  W="--backward --batch 8 --heads 16 --seq 1024 --reps 5"
   for d in 128 256; do for dt in f16 bf16; do
-    torch "$o/torch_bwd_${dt}_N1024_D$d.json" --backward --batch 8 --heads 16 --head-dim $d --seq 1024 --dtype $dt --reps 5
+    torch "$o/torch_bwd_${dt}_N1024_D$d.json" $W --head-dim $d --dtype $dt
   done; done
+  torch "$o/torch_bwd_f32_N1024_D128.json" $W --head-dim 128 --dtype f32 --variants naive-inplace,efficient
   for d in 128 256; do for dt in f16 bf16; do
-    attn "$o/attn_bwd_${dt}_N1024_D$d.json" --variant all --backward --batch 8 --heads 16 --head-dim $d --seq 1024 --dtype $dt --reps 5
+    attn "$o/attn_bwd_${dt}_N1024_D$d.json" --variant all $W --head-dim $d --dtype $dt
   done; done
+  attn "$o/attn_bwd_f32_N1024_D128.json" --variant all $W --head-dim 128 --dtype f32
 }
 
 decode() {
