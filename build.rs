@@ -21,6 +21,7 @@ struct Glsl {
 ///   mask at binding 9 for bwd_kv, 8 for bwd_q);
 /// - gemm_coop_vk.comp `gemm_coop_vk_{qk,pv}_d{64,128,256}`: `unfused-coop`'s S = Q·Kᵀ and
 ///   O = P·V at three head dimensions (HEAD_D);
+/// - probe_coop.comp `probe_coop`: `probe`'s f16 matrix-unit peak;
 /// - coop_layout_probe.comp `coop_layout_probe`.
 fn flag(on: bool, name: &'static str) -> &'static str {
     if on {
@@ -88,6 +89,7 @@ fn modules() -> Vec<Glsl> {
                 all.push(base("gemm_coop_vk.comp", name, defines));
             }
         }
+        all.push(base("probe_coop.comp", "probe_coop".into(), vec![]));
         all.push(base(
             "coop_layout_probe.comp",
             "coop_layout_probe".into(),

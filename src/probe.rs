@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::gpu::context::AdapterReport;
 use crate::gpu::runner::{Runner, Schedule};
 use crate::gpu::Gpu;
+use crate::kernels::tiled_coop_vk::{self, Build};
 use crate::plan::{grid_2d, Access, BindingDecl, BufferDecl, Dispatch, Params, Plan, Role};
 use crate::problem::Inputs;
 use crate::report::stats::Stats;
@@ -121,6 +122,14 @@ pub struct ProbeFile {
     pub fma_f16: Option<Ceiling>,
     /// Why f16 was not probed, when it was not.
     pub f16_note: Option<String>,
+    /// The matrix units' f16 peak (16 x 16 x 16 cooperative-matrix products, f32 accumulators:
+    /// shaders/probe_coop.comp), where the device has them; the arithmetic ceiling of the
+    /// dispatches that run on them (`matrix_kernel`). Absent in probe files written before it.
+    #[serde(default)]
+    pub matrix_f16: Option<Ceiling>,
+    /// Why the matrix units were not probed, when they were not.
+    #[serde(default)]
+    pub matrix_note: Option<String>,
     pub command: String,
 }
 
@@ -274,6 +283,46 @@ pub fn fma_plan(f16: bool, workgroups: u64, iters: u32, max_dim: u32) -> Plan {
     }
 }
 
+/// FLOPs per workgroup and iteration of probe_coop.comp: 4 subgroups x 4 chains x 2 x 16^3.
+const COOP_FLOPS_PER_ITER: u64 = 4 * 4 * 2 * 16 * 16 * 16;
+
+/// The matrix-unit plan: `workgroups` of probe_coop.comp, `iters` products a chain, in `build`
+/// (the emulated one only checks the plumbing, on lavapipe).
+pub fn coop_plan(build: Build, workgroups: u64, iters: u32, max_dim: u32) -> Plan {
+    let mut plan = fma_plan(false, workgroups, iters, max_dim);
+    plan.variant = "probe-matrix-f16".into();
+    plan.config = vec![("iterations".into(), iters as f64)];
+    let d = &mut plan.dispatches[0];
+    d.name = "matrix_f16".into();
+    d.shader = crate::plan::Shader {
+        file: "probe_coop.comp",
+        source: include_str!("../shaders/probe_coop.comp"),
+        tag: match build {
+            Build::Device => "spirv",
+            Build::Emulated => "spirv-emu",
+        },
+        spirv: tiled_coop_vk::spirv(&format!("probe_coop{}", tiled_coop_vk::tail(build))).1,
+    };
+    d.overrides = vec![];
+    // The iteration count travels in Params.seq (a SPIR-V kernel has no WGSL overrides).
+    d.params = Params::new(1, iters, 0, false, 1.0);
+    d.flops = workgroups * iters as u64 * COOP_FLOPS_PER_ITER;
+    d.loop_iters = match build {
+        Build::Device => iters as u64 + 16,
+        Build::Emulated => iters as u64 * 4 * (8 + 8 * 17) + 64,
+    };
+    d.note = "matrix-unit probe: independent 16 x 16 x 16 f16 products, f32 sums, no memory \
+              traffic"
+        .into();
+    plan
+}
+
+/// Whether a dispatch's kernel (its shader file) runs its products on cooperative matrices: the
+/// matrix peak, where probed, is its arithmetic ceiling.
+pub fn matrix_kernel(shader: &str) -> bool {
+    shader.contains("coop")
+}
+
 fn measure(runner: &mut Runner, plan: &Plan, reps: u32, unit: &str) -> Result<Ceiling> {
     let empty = Inputs {
         q: vec![],
@@ -353,6 +402,23 @@ pub fn run_probe(gpu: &Gpu, size: ProbeSize, reps: u32, command: String) -> Resu
     } else {
         (None, Some("adapter has no SHADER_F16".to_string()))
     };
+    let (matrix_f16, matrix_note) = match tiled_coop_vk::device_check(&gpu.caps) {
+        Ok(()) => (
+            Some(measure(
+                &mut runner,
+                &coop_plan(
+                    Build::Device,
+                    size.fma_workgroups,
+                    (size.fma_iters / 16).max(1),
+                    max_dim,
+                ),
+                reps,
+                "GFLOP/s",
+            )?),
+            None,
+        ),
+        Err(why) => (None, Some(why)),
+    };
     let r = &gpu.report;
     Ok(ProbeFile {
         schema_version: 1,
@@ -368,6 +434,8 @@ pub fn run_probe(gpu: &Gpu, size: ProbeSize, reps: u32, command: String) -> Resu
         fma_f32,
         fma_f16,
         f16_note,
+        matrix_f16,
+        matrix_note,
         command,
     })
 }
@@ -444,6 +512,17 @@ pub fn peak_for(p: &ProbeFile, dtype: &str) -> f64 {
     }
 }
 
+/// The arithmetic peak of one dispatch (its kernel file `shader`): the matrix units' where it runs
+/// on them ([`matrix_kernel`]) and they were probed, else [`peak_for`]; and which probe that is
+/// (`matrix f16`, `f16` or `f32`).
+pub fn peak_of(p: &ProbeFile, dtype: &str, shader: &str) -> (f64, &'static str) {
+    match &p.matrix_f16 {
+        Some(c) if matrix_kernel(shader) => (c.best_rate, "matrix f16"),
+        _ if dtype == "f16" && p.fma_f16.is_some() => (peak_for(p, dtype), "f16"),
+        _ => (peak_for(p, dtype), "f32"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,6 +554,8 @@ mod tests {
             fma_f32: c(1000.0, "GFLOP/s"),
             fma_f16: None,
             f16_note: None,
+            matrix_f16: None,
+            matrix_note: None,
             command: String::new(),
         };
         // Intensity 1 FLOP/B: memory ceiling 100 GFLOP/s < 1000.

@@ -218,7 +218,8 @@ fn every_spirv_module_passes_a_current_validator() {
     let dir = std::env::temp_dir().join(format!("attn-wgpu-spirv-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let modules = tiled_coop_vk::spirv_modules();
-    assert_eq!(modules.len(), 50);
+    // 2 builds x (16 forward + 8 backward + the layout probe + the matrix probe + 6 products).
+    assert_eq!(modules.len(), 64);
     for (name, spirv) in modules {
         let path = dir.join(format!("{name}.spv"));
         std::fs::write(&path, spirv).unwrap();
@@ -772,4 +773,68 @@ fn the_kernel_writes_l_for_the_backward_on_emulated_matrices() {
         q.causal_align = CausalAlign::BottomRight;
         emulated_l_matches(&mut runner, &q, rows);
     }
+}
+
+/// `probe`'s matrix-unit peak (shaders/probe_coop.comp): its emulated build runs through the
+/// runner on lavapipe and is timed with the FLOPs it declares; on this adapter `run_probe` does
+/// not measure the device build and says why; a dispatch on cooperative matrices is held to the
+/// matrix peak where there is one, every other to the FMA peak.
+#[test]
+fn the_matrix_probe_runs_on_emulated_matrices_and_sets_the_coop_ceiling() {
+    use attn_wgpu::probe::{self, Ceiling};
+    use attn_wgpu::report::stats::Stats;
+    let gpu = common::gpu();
+    let plan = probe::coop_plan(Build::Emulated, 2, 3, gpu.caps.max_workgroups_per_dimension);
+    let d = &plan.dispatches[0];
+    assert_eq!(d.flops, 2 * 3 * 4 * 4 * 2 * 16 * 16 * 16);
+    assert!(d.shader.is_spirv());
+    let inputs = Inputs {
+        q: vec![],
+        k: vec![],
+        v: vec![],
+        dtype: DType::F32,
+        bias: None,
+        d_o: None,
+    };
+    let m = Runner::new(gpu)
+        .unwrap()
+        .execute(&plan, &inputs, ONCE)
+        .unwrap();
+    assert!(m.reps[0].dispatch_gpu_us[0].is_some_and(|us| us > 0.0));
+
+    let size = probe::ProbeSize {
+        copy_bytes: 1 << 20,
+        fma_workgroups: 2,
+        fma_iters: 16,
+    };
+    let p = probe::run_probe(gpu, size, 1, "test".into()).unwrap();
+    assert!(p.matrix_f16.is_none());
+    assert!(
+        p.matrix_note
+            .as_deref()
+            .unwrap()
+            .contains("COOPERATIVE_MATRIX"),
+        "{:?}",
+        p.matrix_note
+    );
+    let mut q = p.clone();
+    let rate = |r: f64| Ceiling {
+        amount: 1,
+        gpu_us: Stats::of(&[1.0]).unwrap(),
+        median_rate: r,
+        best_rate: r,
+        unit: "GFLOP/s".into(),
+    };
+    q.fma_f16 = Some(rate(100.0));
+    q.matrix_f16 = Some(rate(900.0));
+    assert_eq!(
+        probe::peak_of(&q, "f16", "gemm_coop_vk.comp"),
+        (900.0, "matrix f16")
+    );
+    assert_eq!(
+        probe::peak_of(&q, "f16", "tiled_coop_rt2.wgsl+tiled_coop_lib.wgsl").0,
+        900.0
+    );
+    assert_eq!(probe::peak_of(&q, "f16", "qk.wgsl"), (100.0, "f16"));
+    assert_eq!(probe::peak_of(&p, "f16", "gemm_coop_vk.comp").1, "f16");
 }

@@ -43,7 +43,14 @@ pub fn cmd_probe(a: ProbeArgs) -> anyhow::Result<u8> {
     if let Some(p) = &a.out {
         check_out_path("--out", p)?;
     }
-    let gpu = a.sel.open(wgpu::Features::SHADER_F16)?;
+    // The f16 FMA probe needs SHADER_F16; the matrix-unit probe (a SPIR-V kernel) cooperative
+    // matrices, 32-wide subgroups and passthrough shaders: each requested where the adapter has it.
+    let gpu = a.sel.open(
+        wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP
+            | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
+            | wgpu::Features::PASSTHROUGH_SHADERS,
+    )?;
     let size = probe::ProbeSize::for_adapter(&gpu.report, a.size_mib);
     if let Some(m) = a.size_mib {
         if size.copy_bytes < m.saturating_mul(1 << 20) {
@@ -75,6 +82,16 @@ pub fn cmd_probe(a: ProbeArgs) -> anyhow::Result<u8> {
         None => println!(
             "FMA f16   : not probed ({})",
             p.f16_note.as_deref().unwrap_or("")
+        ),
+    }
+    match &p.matrix_f16 {
+        Some(c) => println!(
+            "Matrix f16: {:.1} GFLOP/s best, {:.1} median (16 x 16 x 16 cooperative-matrix products, f32 sums)",
+            c.best_rate, c.median_rate
+        ),
+        None => println!(
+            "Matrix f16: not probed ({})",
+            p.matrix_note.as_deref().unwrap_or("")
         ),
     }
     println!(

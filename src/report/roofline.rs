@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::probe::{peak_for, roofline, ProbeFile, RooflinePoint};
+use crate::probe::{matrix_kernel, peak_for, peak_of, roofline, ProbeFile, RooflinePoint};
 use crate::run::{DispatchRow, VariantRun};
 
 /// Three significant digits (0.0123, 1.23, 123).
@@ -44,6 +44,9 @@ pub struct RooflineSource {
     /// storage where the adapter was probed in f16).
     pub peak_gflops: f64,
     pub peak_fma: &'static str,
+    /// The matrix units' f16 peak, GFLOP/s, where the probe measured it: the ceiling of the
+    /// dispatches on cooperative matrices (`probe::matrix_kernel`).
+    pub matrix_gflops: Option<f64>,
     /// FLOP/byte where the two ceilings meet.
     pub ridge_flop_per_byte: f64,
 }
@@ -58,17 +61,19 @@ pub fn source(p: &ProbeFile, file: &str, adapter_key: &str, dtype: &str) -> Roof
         bandwidth_gbps: p.bandwidth.best_rate,
         peak_gflops: peak,
         peak_fma: peak_probe(p, dtype),
+        matrix_gflops: p.matrix_f16.as_ref().map(|c| c.best_rate),
         ridge_flop_per_byte: peak / p.bandwidth.best_rate,
     }
 }
 
-/// One dispatch row under the roofline: its plan bytes and FLOPs over its median GPU time. None
+/// One dispatch row under the roofline: its plan bytes and FLOPs over its median GPU time, against
+/// the matrix units' peak where its kernel runs on them and they were probed (`peak_of`). None
 /// without a time, or when the plan estimates neither bytes nor FLOPs.
 pub fn point(p: &ProbeFile, dtype: &str, d: &DispatchRow) -> Option<RooflinePoint> {
     let us = d.gpu_us?.median;
     roofline(
         p,
-        peak_for(p, dtype),
+        peak_of(p, dtype, &d.shader).0,
         d.flops,
         d.reads_bytes + d.writes_bytes,
         us,
@@ -100,6 +105,15 @@ pub fn block(p: &ProbeFile, source: &str, r: &VariantRun, dtype: &str) -> String
         peak,
         peak / p.bandwidth.best_rate
     );
+    let on_matrices = r.dispatches.iter().any(|d| matrix_kernel(&d.shader));
+    if let (true, Some(m)) = (on_matrices, &p.matrix_f16) {
+        let _ = writeln!(
+            s,
+            "   dispatches on cooperative matrices (*): matrix f16 {:.1} GFLOP/s (ridge {:.2} FLOP/B)",
+            m.best_rate,
+            m.best_rate / p.bandwidth.best_rate
+        );
+    }
     let _ = writeln!(
         s,
         "   {:<12} {:>9} {:>8} {:>16} {:>16} {:>8}",
@@ -117,10 +131,15 @@ pub fn block(p: &ProbeFile, source: &str, r: &VariantRun, dtype: &str) -> String
             );
             continue;
         };
+        let star = if p.matrix_f16.is_some() && matrix_kernel(&d.shader) {
+            "*"
+        } else {
+            ""
+        };
         let _ = writeln!(
             s,
             "   {:<12} {:>9} {:>8} {:>16} {:>16} {:>7.1}%",
-            d.name,
+            format!("{}{star}", d.name),
             pt.intensity.map_or("-".into(), |i| format!("{i:.2}")),
             pt.bound,
             format!("{} {}", sig(pt.ceiling), pt.unit),
