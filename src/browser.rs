@@ -101,6 +101,7 @@ impl PageAdapter {
             vendor: 0,
             device: 0,
             caps: self.caps(),
+            matrix_extensions: vec![],
         }
     }
 }

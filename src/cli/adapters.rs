@@ -16,6 +16,60 @@ pub struct AdapterArgs {
     sel: AdapterSel,
 }
 
+/// Which matrix-unit path each cooperative-matrix variant takes on this adapter, and what the
+/// driver offers that nothing here uses (issue 38: the selector says which path ran and why the
+/// others did not).
+fn matrix_paths(exts: &[String], caps: &attn_wgpu::gpu::AdapterCaps) {
+    if exts.is_empty() {
+        return;
+    }
+    println!("    matrix units: the driver offers {}", exts.join(", "));
+    // The cooperative-matrix variants are f16: asked at the default shape in f16.
+    let mut p = Problem::new(RUN.batch, RUN.heads, RUN_SEQ, RUN.head_dim, true, 0);
+    p.dtype = attn_wgpu::problem::DType::F16;
+    let avail = variants::availability(&p, caps);
+    let runs = |v: &str| avail.iter().any(|(n, r)| *n == v && r.is_ok());
+    let khr = exts.iter().any(|e| e == "VK_KHR_cooperative_matrix");
+    for (v, path) in [
+        (
+            "tiled-coop",
+            "WGSL cooperative matrices (wgpu's EXPERIMENTAL_COOPERATIVE_MATRIX, VK_KHR_cooperative_matrix underneath)",
+        ),
+        (
+            "tiled-coop-vk",
+            "GLSL GL_KHR_cooperative_matrix, SPIR-V through PASSTHROUGH_SHADERS (VK_KHR_cooperative_matrix)",
+        ),
+        (
+            "unfused-coop",
+            "GLSL GL_KHR_cooperative_matrix for qk and pv, SPIR-V through PASSTHROUGH_SHADERS (VK_KHR_cooperative_matrix)",
+        ),
+    ] {
+        let state = if runs(v) {
+            "takes (f16)"
+        } else {
+            "would take (it cannot run here in f16)"
+        };
+        println!("      {v} {state}: {path}");
+    }
+    if khr {
+        println!("      bf16 on matrix units: none (every cooperative-matrix kernel here is f16)");
+    }
+    for (ext, why) in [
+        (
+            "VK_NV_cooperative_matrix2",
+            "not used: wgpu 30 opens the device without it, and no kernel here is written for it",
+        ),
+        (
+            "VK_KHR_shader_bfloat16",
+            "not used: wgpu 30 opens the device without it (bf16 matrices would need it enabled at device creation)",
+        ),
+    ] {
+        if exts.iter().any(|e| e == ext) {
+            println!("      {ext}: {why}");
+        }
+    }
+}
+
 pub fn cmd_adapters(a: AdapterArgs) -> anyhow::Result<u8> {
     // Only the adapters that --backend / --adapter select; none is exit 1 with what exists.
     let (_instance, adapters) = select(&a.sel.selection())?;
@@ -63,6 +117,7 @@ pub fn cmd_adapters(a: AdapterArgs) -> anyhow::Result<u8> {
                 println!("      cannot run {name}: {why}");
             }
         }
+        matrix_paths(&r.matrix_extensions, c);
     }
     Ok(0)
 }

@@ -240,6 +240,35 @@ pub struct AdapterReport {
     pub vendor: u32,
     pub device: u32,
     pub caps: AdapterCaps,
+    /// The Vulkan device extensions for matrix units that the driver offers
+    /// ([`MATRIX_EXTENSIONS`]), whether or not anything here uses them (wgpu 30 enables
+    /// VK_KHR_cooperative_matrix for EXPERIMENTAL_COOPERATIVE_MATRIX, and none of the others).
+    /// Empty on other backends.
+    pub matrix_extensions: Vec<String>,
+}
+
+/// The Vulkan extensions `adapters` and the result files report (issue 38: what the driver offers
+/// beside what the kernels use).
+pub const MATRIX_EXTENSIONS: [&std::ffi::CStr; 4] = [
+    c"VK_KHR_cooperative_matrix",
+    c"VK_NV_cooperative_matrix",
+    c"VK_NV_cooperative_matrix2",
+    c"VK_KHR_shader_bfloat16",
+];
+
+/// Which of [`MATRIX_EXTENSIONS`] a Vulkan adapter's driver offers (from the extension list
+/// wgpu-hal read when it enumerated the adapter).
+fn matrix_extensions(a: &wgpu::Adapter) -> Vec<String> {
+    // SAFETY: the hal adapter is only read (its cached properties), while `a` is alive.
+    let Some(hal) = (unsafe { a.as_hal::<wgpu::hal::api::Vulkan>() }) else {
+        return vec![];
+    };
+    let props = hal.physical_device_capabilities();
+    MATRIX_EXTENSIONS
+        .iter()
+        .filter(|e| props.supports_extension(e))
+        .map(|e| e.to_string_lossy().into_owned())
+        .collect()
 }
 
 impl AdapterReport {
@@ -254,6 +283,7 @@ impl AdapterReport {
             vendor: info.vendor,
             device: info.device,
             caps: AdapterCaps::from_adapter(a),
+            matrix_extensions: matrix_extensions(a),
         }
     }
 }
