@@ -10,12 +10,7 @@
 // Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) vec4 (8.5 KiB each for D4 = 16), ps, dss 2 x 4 KiB,
 // lse_s, dl_s 256 B: 43264 bytes for D4 = 16, 26880 for D4 = 8.
 
-@group(0) @binding(1) var<storage, read> q: array<st>;
-@group(0) @binding(2) var<storage, read> k: array<st>;
-@group(0) @binding(3) var<storage, read> v: array<st>;
-@group(0) @binding(4) var<storage, read> g: array<st>;
-@group(0) @binding(5) var<storage, read> lse: array<f32>;
-@group(0) @binding(6) var<storage, read> delta: array<f32>;
+// Bindings 1-6 (Q, K, V, dO, L, D): tiled_bwd_lib.wgsl.
 @group(0) @binding(7) var<storage, read_write> dk: array<st>;
 @group(0) @binding(8) var<storage, read_write> dv: array<st>;
 

@@ -1,9 +1,18 @@
 // tiled_bwd_lib.wgsl — what every fused backward kernel of `tiled` shares (appended to
-// tiled_bwd_kv.wgsl / tiled_bwd_q.wgsl with tiled_bwd_common.wgsl, D <= 64, and to
-// tiled_bwd_wide_kv.wgsl / tiled_bwd_wide_q.wgsl with tiled_bwd_wide.wgsl, 64 < D <= 256). The
-// kernels declare the bindings q, k, v, g (= dO), lse, delta and the workgroup arrays qs, gs, ks,
-// vs, lse_s, dl_s; a width file (tiled_bwd_d32/d64/d128/d256.wgsl) sets D4, the vec4 slots of a
-// staged row, and BT, the rows and keys of a tile.
+// tiled_bwd_kv.wgsl / tiled_bwd_q.wgsl with tiled_bwd_common.wgsl, the 32 x 32 tiles, and to
+// tiled_bwd_wide_kv.wgsl / tiled_bwd_wide_q.wgsl with tiled_bwd_wide.wgsl, the small ones): the
+// inputs' bindings and the helpers. The kernels declare their gradients' bindings and the
+// workgroup arrays qs, gs, ks, vs, lse_s, dl_s; a tile file (tiled_bwd_d<D>[_b<BT>].wgsl) sets
+// D4, the vec4 slots of a staged row, and BT, the rows and keys of a tile.
+
+// The inputs: Q, K, V and dO in the storage dtype, the forward's row logsumexp L and
+// D = rowsum(dO ∘ O) (tiled_bwd_dot.wgsl), f32.
+@group(0) @binding(1) var<storage, read> q: array<st>;
+@group(0) @binding(2) var<storage, read> k: array<st>;
+@group(0) @binding(3) var<storage, read> v: array<st>;
+@group(0) @binding(4) var<storage, read> g: array<st>;
+@group(0) @binding(5) var<storage, read> lse: array<f32>;
+@group(0) @binding(6) var<storage, read> delta: array<f32>;
 
 const LOG2E: f32 = 1.4426950408889634;
 // The head dimension as a pipeline constant (the host sets it to D so the loops over d unroll).

@@ -324,14 +324,7 @@ pub fn matrix_kernel(shader: &str) -> bool {
 }
 
 fn measure(runner: &mut Runner, plan: &Plan, reps: u32, unit: &str) -> Result<Ceiling> {
-    let empty = Inputs {
-        q: vec![],
-        k: vec![],
-        v: vec![],
-        dtype: crate::problem::DType::F32,
-        bias: None,
-        d_o: None,
-    };
+    let empty = Inputs::none();
     let m = runner.execute(
         plan,
         &empty,

@@ -588,6 +588,18 @@ pub fn unit_from_u32(x: u32) -> f32 {
 }
 
 impl Inputs {
+    /// No tensors: the inputs of a plan that uploads none (the probes).
+    pub fn none() -> Inputs {
+        Inputs {
+            q: vec![],
+            k: vec![],
+            v: vec![],
+            dtype: DType::F32,
+            bias: None,
+            d_o: None,
+        }
+    }
+
     /// The documented deterministic generator (module docs).
     pub fn generate(p: &Problem) -> Inputs {
         let n = p.qkv_elems() as usize;

@@ -347,3 +347,23 @@ pub fn tiny_run(variant: &str) -> Vec<String> {
     .map(|s| s.to_string())
     .collect()
 }
+
+/// A Vulkan adapter as the H100 and H200 report themselves (cooperative matrices, passthrough
+/// shaders, 32-wide subgroups, 48 KiB of workgroup storage) whose probe found the assumed
+/// cooperative-matrix layout: where the plans of the matrix-unit variants are checked.
+#[allow(dead_code)]
+pub fn matrix_adapter() -> attn_wgpu::gpu::AdapterCaps {
+    let mut c = attn_wgpu::gpu::AdapterCaps::webgpu_defaults().with_shader_features(
+        wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP
+            | wgpu::Features::SUBGROUP_BARRIER
+            | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
+    );
+    c.backend = "vulkan".into();
+    c.subgroup_min_size = 32;
+    c.subgroup_max_size = 32;
+    c.max_workgroup_storage = 48 << 10;
+    c.passthrough = true;
+    c.coop_layout = attn_wgpu::gpu::CoopLayout::Assumed;
+    c
+}

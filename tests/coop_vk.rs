@@ -18,22 +18,9 @@ use attn_wgpu::problem::{BiasLayout, CausalAlign, DType, Inputs, Problem};
 use attn_wgpu::validate::Verdict;
 use attn_wgpu::variants;
 
-/// A Vulkan adapter as the H200 reports itself (cooperative matrices, passthrough shaders,
-/// 32-wide subgroups, 48 KiB of workgroup storage) whose probe found the assumed layout.
+/// A Vulkan adapter as the H200 reports itself, whose probe found the assumed layout.
 fn h200() -> AdapterCaps {
-    let mut c = AdapterCaps::webgpu_defaults().with_shader_features(
-        wgpu::Features::SHADER_F16
-            | wgpu::Features::SUBGROUP
-            | wgpu::Features::SUBGROUP_BARRIER
-            | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
-    );
-    c.backend = "vulkan".into();
-    c.subgroup_min_size = 32;
-    c.subgroup_max_size = 32;
-    c.max_workgroup_storage = 48 << 10;
-    c.passthrough = true;
-    c.coop_layout = CoopLayout::Assumed;
-    c
+    common::matrix_adapter()
 }
 
 fn problem() -> Problem {
@@ -788,14 +775,7 @@ fn the_matrix_probe_runs_on_emulated_matrices_and_sets_the_coop_ceiling() {
     let d = &plan.dispatches[0];
     assert_eq!(d.flops, 2 * 3 * 4 * 4 * 2 * 16 * 16 * 16);
     assert!(d.shader.is_spirv());
-    let inputs = Inputs {
-        q: vec![],
-        k: vec![],
-        v: vec![],
-        dtype: DType::F32,
-        bias: None,
-        d_o: None,
-    };
+    let inputs = Inputs::none();
     let m = Runner::new(gpu)
         .unwrap()
         .execute(&plan, &inputs, ONCE)

@@ -24,24 +24,6 @@ const ONCE: Schedule = Schedule {
     warmup_ms: None,
 };
 
-/// A Vulkan adapter with cooperative matrices, passthrough shaders, 32-wide subgroups and the
-/// assumed element layout (as the H100 and H200 report themselves).
-fn matrix_adapter() -> AdapterCaps {
-    let mut c = AdapterCaps::webgpu_defaults().with_shader_features(
-        wgpu::Features::SHADER_F16
-            | wgpu::Features::SUBGROUP
-            | wgpu::Features::SUBGROUP_BARRIER
-            | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
-    );
-    c.backend = "vulkan".into();
-    c.subgroup_min_size = 32;
-    c.subgroup_max_size = 32;
-    c.max_workgroup_storage = 48 << 10;
-    c.passthrough = true;
-    c.coop_layout = CoopLayout::Assumed;
-    c
-}
-
 fn f16(h: u32, n: u32, d: u32, causal: bool) -> Problem {
     let mut p = Problem::new(1, h, n, d, causal, (n * 7 + d) as u64);
     p.dtype = DType::F16;
@@ -51,7 +33,7 @@ fn f16(h: u32, n: u32, d: u32, causal: bool) -> Problem {
 #[test]
 fn the_plan_is_unfused_inplace_with_the_products_on_matrices() {
     let p = f16(4, 100, 128, true);
-    let caps = matrix_adapter();
+    let caps = common::matrix_adapter();
     let plan = variants::plan("unfused-coop", &p, &caps).unwrap();
     let names: Vec<&str> = plan.dispatches.iter().map(|d| d.name.as_str()).collect();
     assert_eq!(names, ["qk", "scale", "mask", "softmax", "pv"]);
@@ -80,7 +62,7 @@ fn the_plan_is_unfused_inplace_with_the_products_on_matrices() {
 
 #[test]
 fn refusals_name_their_reason() {
-    let caps = matrix_adapter();
+    let caps = common::matrix_adapter();
     let why = |p: &Problem, caps: &AdapterCaps| match variants::plan("unfused-coop", p, caps) {
         Ok(_) => panic!("accepted {}", p.shape_string()),
         Err(e) => e.to_string(),

@@ -82,10 +82,51 @@ fn loops_per(build: Build) -> (u64, u64) {
     }
 }
 
+/// The dispatch of product `qk` (else `pv`) with its three buffers, grid, traffic and loops; both
+/// do 2 N M D FLOPs per head.
+#[allow(clippy::too_many_arguments)]
+fn dispatch(
+    qk: bool,
+    params: Params,
+    [a, b, out]: [&str; 3],
+    build: Build,
+    workgroups: [u32; 3],
+    reads_bytes: u64,
+    writes_bytes: u64,
+    loop_iters: u64,
+    note: &str,
+) -> Dispatch {
+    let (n, m, d) = (
+        params.seq as u64,
+        params.kv_seq as u64,
+        params.head_dim as u64,
+    );
+    Dispatch {
+        name: if qk { "qk" } else { "pv" }.into(),
+        phase: Phase::Forward,
+        saved: vec![],
+        shader: shader(qk, params.head_dim, build),
+        entry: "main",
+        overrides: vec![],
+        params,
+        bindings: vec![
+            bind(a, Access::Read),
+            bind(b, Access::Read),
+            bind(out, Access::ReadWrite),
+        ],
+        workgroups,
+        reads_bytes,
+        writes_bytes,
+        flops: 2 * params.heads as u64 * n * m * d,
+        loop_iters,
+        note: note.into(),
+    }
+}
+
 /// `qk`: S (`[count, N, M]` f32) = Q·Kᵀ for the chunk of heads in `params`.
 pub fn qk(
     params: Params,
-    [q, k, s]: [&str; 3],
+    bufs: [&str; 3],
     caps: &AdapterCaps,
     build: Build,
 ) -> Result<Dispatch, String> {
@@ -96,38 +137,28 @@ pub fn qk(
         params.head_dim as u64,
     );
     let (mma, load) = loops_per(build);
-    let d16 = d / 16;
-    Ok(Dispatch {
-        name: "qk".into(),
-        phase: Phase::Forward,
-        saved: vec![],
-        shader: shader(true, params.head_dim, build),
-        entry: "main",
-        overrides: vec![],
+    Ok(dispatch(
+        true,
         params,
-        bindings: vec![
-            bind(q, Access::Read),
-            bind(k, Access::Read),
-            bind(s, Access::ReadWrite),
-        ],
-        workgroups: [
+        bufs,
+        build,
+        [
             check_grid("M / 64 key tiles", m.div_ceil(TILE), caps)?,
             check_grid("N / 64 row tiles", n.div_ceil(TILE), caps)?,
             check_grid("heads of the chunk", count, caps)?,
         ],
-        reads_bytes: count * (n + m) * d * 2,
-        writes_bytes: count * n * m * 4,
-        flops: 2 * count * n * m * d,
-        loop_iters: d16 * (1 + load + 4 * (1 + load + mma)) + 4 * 4 + 4,
-        note: "S = Q·Kᵀ on cooperative matrices (f16 products, f32 sums), all N x M scores".into(),
-    })
+        count * (n + m) * d * 2,
+        count * n * m * 4,
+        d / 16 * (1 + load + 4 * (1 + load + mma)) + 4 * 4 + 4,
+        "S = Q·Kᵀ on cooperative matrices (f16 products, f32 sums), all N x M scores",
+    ))
 }
 
 /// `pv`: O (f16) = P·V for the chunk of heads in `params`; P (`[count, N, M]` f32) is rounded to
 /// f16 as it is loaded.
 pub fn pv(
     params: Params,
-    [pm, v, o]: [&str; 3],
+    bufs: [&str; 3],
     caps: &AdapterCaps,
     build: Build,
 ) -> Result<Dispatch, String> {
@@ -139,29 +170,19 @@ pub fn pv(
     );
     let (mma, load) = loops_per(build);
     let d16 = d / 16;
-    Ok(Dispatch {
-        name: "pv".into(),
-        phase: Phase::Forward,
-        saved: vec![],
-        shader: shader(false, params.head_dim, build),
-        entry: "main",
-        overrides: vec![],
+    Ok(dispatch(
+        false,
         params,
-        bindings: vec![
-            bind(pm, Access::Read),
-            bind(v, Access::Read),
-            bind(o, Access::ReadWrite),
-        ],
-        workgroups: [
+        bufs,
+        build,
+        [
             1,
             check_grid("N / 64 row tiles", n.div_ceil(TILE), caps)?,
             check_grid("heads of the chunk", count, caps)?,
         ],
-        reads_bytes: count * n * m * 4 + count * m * d * 2,
-        writes_bytes: count * n * d * 2,
-        flops: 2 * count * n * m * d,
-        loop_iters: m.div_ceil(16) * (1 + 8 + d16 * (1 + load + mma)) + d16 * (1 + 4) + 1,
-        note: "O = P·V on cooperative matrices over all M keys (P rounded to f16 as it is loaded)"
-            .into(),
-    })
+        count * n * m * 4 + count * m * d * 2,
+        count * n * d * 2,
+        m.div_ceil(16) * (1 + 8 + d16 * (1 + load + mma)) + d16 * (1 + 4) + 1,
+        "O = P·V on cooperative matrices over all M keys (P rounded to f16 as it is loaded)",
+    ))
 }

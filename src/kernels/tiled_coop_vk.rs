@@ -501,14 +501,7 @@ pub fn probe_plan(build: Build) -> Plan {
 /// reported as such.
 pub fn probe(gpu: &Gpu, build: Build) -> CoopLayout {
     let run = || -> crate::Result<Vec<f32>> {
-        let inputs = Inputs {
-            q: vec![],
-            k: vec![],
-            v: vec![],
-            dtype: DType::F32,
-            bias: None,
-            d_o: None,
-        };
+        let inputs = Inputs::none();
         let schedule = Schedule {
             warmup: 0,
             reps: 1,
