@@ -467,3 +467,60 @@ fn a_long_key_row_passes_or_is_refused_at_the_loop_limit() {
         }
     }
 }
+
+/// The same for `tiled`'s fused backward on its small tiles (D = 128 and 256 on lavapipe's 32 KiB):
+/// its dK/dV pass walks the N query rows, so the longest N the training plan accepts at M = 8
+/// runs and every gradient PASSes, and one row more is exit 4 naming the pass; on an adapter
+/// without the cap both PASS.
+#[test]
+fn a_long_query_walk_of_the_backward_passes_or_is_refused_at_the_loop_limit() {
+    use attn_wgpu::problem::Problem;
+    let caps = &common::gpu().caps;
+    for d in [128u32, 256] {
+        let accepted = |n: u32| {
+            let mut p = Problem::new(1, 1, n, d, false, 1);
+            p.kv_seq = 8;
+            p.backward = true;
+            attn_wgpu::variants::plan("tiled", &p, caps).is_ok()
+        };
+        let n = match caps.max_loop_iterations {
+            Some(_) => {
+                let (mut lo, mut hi) = (8u32, 1 << 20);
+                assert!(accepted(lo) && !accepted(hi), "D{d}: no limit in range");
+                while hi - lo > 1 {
+                    let mid = lo + (hi - lo) / 2;
+                    *(if accepted(mid) { &mut lo } else { &mut hi }) = mid;
+                }
+                lo
+            }
+            None => 4000,
+        };
+        let run = |n: u32| {
+            let mut c = bin();
+            c.args(["run", "--variant", "tiled", "--backward", "--batch", "1"])
+                .args(["--heads", "1", "--seq", &n.to_string(), "--kv-seq", "8"])
+                .args(["--no-causal", "--head-dim", &d.to_string()])
+                .args(["--warmup", "0", "--reps", "1"]);
+            bounded(c, 600)
+        };
+        let o = run(n);
+        assert_eq!(o.status.code(), Some(0), "D{d} N={n}: {}", stderr(&o));
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout).matches("PASS").count(),
+            4,
+            "O and the three gradients: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        let o = run(n + 1);
+        if caps.max_loop_iterations.is_some() {
+            refused(&o, 4, "bwd_kv");
+            assert!(
+                stderr(&o).contains(&format!("N={}", n + 1)),
+                "{}",
+                stderr(&o)
+            );
+        } else {
+            assert_eq!(o.status.code(), Some(0), "D{d} N={}: {}", n + 1, stderr(&o));
+        }
+    }
+}

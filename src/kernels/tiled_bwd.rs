@@ -126,14 +126,31 @@ impl Tile {
         4 * bt * (self.d4() + 1) * 16 + 2 * bt * bt * 4 + 2 * bt * 4
     }
     /// An upper bound of one invocation's loop iterations per walked key (dQ) or query row (dK/dV)
-    /// as Mesa's llvmpipe counts them. The 32 x 32 tiles' rates are measured at D = 32 (below)
-    /// and scaled by D / 32; the small tiles' are counted from the WGSL: per block of BT rows, 8
-    /// staging steps of two 4-element row loads, D4 steps of phase A, BT of phase B.
+    /// as Mesa's llvmpipe counts them: measured where llvmpipe takes the tile (the 32 x 32 tiles
+    /// at D = 32, scaled by D / 32; the small tiles of its 32 KiB, [`Tile::llvmpipe_first_fail`]),
+    /// else counted from the WGSL (per block of BT rows: 8 staging steps of two 4-element row
+    /// loads, D4 steps of phase A, BT of phase B; 2.2x and 1.9x the measured rates where both are
+    /// known).
     fn loops_per_row(self, which: usize, d: u32) -> f64 {
-        if self.wide() {
-            (8.0 * 9.0 + self.d4() as f64 + self.bt() as f64) / self.bt() as f64
-        } else {
-            BWD_LOOPS_PER_ROW_D32[which] * (d.max(32) as f64 / 32.0)
+        match self.llvmpipe_first_fail() {
+            Some(first) => 65535.0 / first[which],
+            None if self.wide() => {
+                (8.0 * 9.0 + self.d4() as f64 + self.bt() as f64) / self.bt() as f64
+            }
+            None => BWD_LOOPS_PER_ROW_D32[which] * (d.max(32) as f64 / 32.0),
+        }
+    }
+    /// The fewest walked keys (dQ) and query rows (dK/dV) at which the pass's answer went wrong
+    /// on lavapipe (Mesa 22.3.6), B1 H1 non-causal f32, by bisection with the loop check off
+    /// (results/EXPERIMENTS.md, v37-bwd-wide-loops; the smallest count not seen to pass). D = 128's
+    /// dQ pass still passed at 11000 keys, where the forward allows no more: its dK/dV figure is
+    /// used for both.
+    fn llvmpipe_first_fail(self) -> Option<[f64; 2]> {
+        match self {
+            Tile::D64B8 => Some([19408.0, 14535.0]),
+            Tile::D128B8 => Some([10063.0, 10063.0]),
+            Tile::D256B4 => Some([3444.0, 3493.0]),
+            _ => None,
         }
     }
 }
