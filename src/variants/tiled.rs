@@ -171,6 +171,12 @@ fn training(
     let dot = tiled_bwd::bwd_dot(p, ["O", "dO", "Dl"], caps).backward("bwd_dot", vec![saved("O")]);
     plan.dispatches.push(dot);
     inputs.push(save(&plan.dispatches, "Dl", "bwd_dot"));
+    if bwd == Backward::Tiled {
+        // The fused backward's tile (rows = keys per tile), chosen by workgroup memory or
+        // `--bwd-tile`: recorded with the plan's other tile constants.
+        let t = tiled_bwd::Tile::for_problem(p, caps)?;
+        plan.config.push(("BWD_TILE".into(), t.bt() as f64));
+    }
     let (kv, q) = match bwd {
         Backward::Tiled => (tiled_bwd::bwd_kv(p, caps)?, tiled_bwd::bwd_q(p, caps)?),
         Backward::Coop => (
