@@ -47,6 +47,15 @@ fn causal_keys(end: u32) -> u32 {
     return u32(clamp(i32(end) + params.causal_off, 0, i32(params.kv_seq)));
 }
 
+// The first query row that sees key j (row i sees keys up to i + causal_off; 0 without causal),
+// rounded down to a multiple of `block`: where a backward pass owning key j starts its walk.
+fn first_row_block(j: u32, block: u32) -> u32 {
+    if (params.causal == 0u) {
+        return 0u;
+    }
+    return u32(clamp(i32(j) - params.causal_off, 0, i32(params.seq))) / block * block;
+}
+
 fn neg_inf() -> f32 {
     return bitcast<f32>(params.neg_inf_bits);
 }

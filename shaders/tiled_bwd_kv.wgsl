@@ -40,12 +40,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 
     var dk0 = vec4<f32>(0.0); var dk1 = vec4<f32>(0.0); var dk2 = vec4<f32>(0.0); var dk3 = vec4<f32>(0.0);
     var dv0 = vec4<f32>(0.0); var dv1 = vec4<f32>(0.0); var dv2 = vec4<f32>(0.0); var dv3 = vec4<f32>(0.0);
-    // Causal: rows before j0 see none of these keys.
-    // Causal: the first query block whose rows see key j0 (row i sees keys up to i + causal_off).
-    var first = 0u;
-    if (params.causal != 0u) {
-        first = u32(clamp(i32(j0) - params.causal_off, 0, i32(n))) / BT * BT;
-    }
+    // Causal: rows before j0 see none of these keys; start at the first block that sees key j0.
+    let first = first_row_block(j0, BT);
     for (var r = 0u; r < params.kv_group; r++) {
     let head = g0 + r;
     var next = fetch(true, head, first, t, n, d);

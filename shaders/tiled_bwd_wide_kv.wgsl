@@ -40,10 +40,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     var dv0 = vec4<f32>(0.0); var dv1 = vec4<f32>(0.0); var dv2 = vec4<f32>(0.0); var dv3 = vec4<f32>(0.0);
     var dv4 = vec4<f32>(0.0); var dv5 = vec4<f32>(0.0); var dv6 = vec4<f32>(0.0); var dv7 = vec4<f32>(0.0);
     // Causal: the first query block whose rows see key j0.
-    var first = 0u;
-    if (params.causal != 0u) {
-        first = u32(clamp(i32(j0) - params.causal_off, 0, i32(n))) / BT * BT;
-    }
+    let first = first_row_block(j0, BT);
     for (var r = 0u; r < params.kv_group; r++) {
     let head = g0 + r;
     for (var i0 = first; i0 < n; i0 += BT) {

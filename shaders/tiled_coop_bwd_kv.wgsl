@@ -100,10 +100,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>,
     if (D16 > 3u) { ka3 = coopLoadT<coop_mat16x16<f16, A>>(&k[kr + 48u], d); va3 = coopLoadT<coop_mat16x16<f16, A>>(&v[kr + 48u], d); dk3 = zero; dv3 = zero; }
 
     // Causal: the first block of rows that sees key j0 (row i sees keys up to i + causal_off).
-    var first = 0u;
-    if (causal) {
-        first = u32(clamp(i32(j0) - params.causal_off, 0, i32(n))) / BC * BC;
-    }
+    let first = first_row_block(j0, BC);
     let words = BC * d8;
     for (var r = 0u; r < params.kv_group; r++) {
         let head = g0 + r;

@@ -482,28 +482,8 @@ pub fn cmd_browser(a: BrowserArgs) -> anyhow::Result<u8> {
     print!("{}", table::compact(&runs));
     print!("{}", table::training(&runs));
     if let Some(path) = &a.json {
-        let warnings = json::warnings(&p, &runs);
-        let file = json::ResultsFile {
-            schema_version: json::SCHEMA_VERSION,
-            tool: "attn-wgpu",
-            command: json::command_line(),
-            seed: p.seed,
-            versions: json::versions(),
-            adapter: &report,
-            backend: "browser",
-            problem: &p,
-            dtype: p.dtype.name(),
-            causal: p.causal,
-            timing: schedule,
-            // WebGPU always checks bounds (robust buffer access); a page cannot turn it off.
-            bounds_checks: true,
-            device_setup_ms: 0.0,
-            auto: None,
-            runs: &runs,
-            roofline: None,
-            warnings,
-            dropout: p.dropout(),
-        };
+        // WebGPU always checks bounds (robust buffer access); a page cannot turn it off.
+        let file = json::ResultsFile::new(&p, &report, "browser", schedule, &runs);
         json::write_atomic(path, &file)?;
         eprintln!("results written to {}", path.display());
     }

@@ -734,27 +734,12 @@ fn write_outputs(a: &RunArgs, grad_files: &[PathBuf], d: &Done) -> anyhow::Resul
         write_trace(&dest(t), gpu, d.runner, runs)?;
     }
     if a.json.is_some() || a.html.is_some() {
-        let warnings = json::warnings(p, runs);
-        let file = json::ResultsFile {
-            schema_version: json::SCHEMA_VERSION,
-            tool: "attn-wgpu",
-            command: json::command_line(),
-            seed: p.seed,
-            versions: json::versions(),
-            adapter: &gpu.report,
-            backend: &gpu.report.backend,
-            problem: p,
-            dtype: p.dtype.name(),
-            causal: p.causal,
-            timing: d.schedule,
-            bounds_checks: d.runner.bounds_checks(),
-            device_setup_ms: gpu.setup_ms,
-            auto: d.auto_choice,
-            runs,
-            roofline: d.roofline_source.clone(),
-            warnings,
-            dropout: p.dropout(),
-        };
+        let mut file =
+            json::ResultsFile::new(p, &gpu.report, &gpu.report.backend, d.schedule, runs);
+        file.bounds_checks = d.runner.bounds_checks();
+        file.device_setup_ms = gpu.setup_ms;
+        file.auto = d.auto_choice;
+        file.roofline = d.roofline_source.clone();
         if let Some(path) = &a.json {
             let path = &dest(path);
             json::write_atomic(path, &file)?;

@@ -12,11 +12,11 @@
 //! They take the places of qk.wgsl and pv.wgsl in `unfused-inplace`'s plan: the same five
 //! dispatches, the N x N scores in f32 between them.
 
-use super::tiled_coop_vk::{adapter_check, emulation_bytes, spirv, tail, Build};
+use super::tiled_coop_vk::{adapter_check, emulation_bytes, f16_only, spirv, tail, Build};
 use super::{bind, check_grid};
 use crate::gpu::AdapterCaps;
 use crate::plan::{Access, Dispatch, Params, Phase, Shader};
-use crate::problem::{DType, Problem};
+use crate::problem::Problem;
 
 /// Rows (and, in `qk`, keys) a workgroup owns.
 pub const TILE: u64 = 64;
@@ -37,12 +37,7 @@ pub fn padded(bytes: u64, p: &Problem) -> u64 {
 /// Why the products cannot run `p` on this adapter in `build`, if they cannot.
 pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
     adapter_check(caps, build)?;
-    if p.dtype != DType::F16 {
-        return Err(format!(
-            "dtype {} is not implemented on cooperative matrices (f16 only)",
-            p.dtype.name()
-        ));
-    }
+    f16_only(p)?;
     if !HEAD_DIMS.contains(&p.head_dim) {
         return Err(format!(
             "the products are compiled for D = 64, 128 and 256 (got --head-dim {})",

@@ -236,14 +236,20 @@ fn layout_check(caps: &AdapterCaps) -> Result<(), String> {
     Ok(())
 }
 
-/// What the kernel does not do, whichever build.
-fn check_problem(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
+/// The GLSL cooperative-matrix kernels (this file's, gemm_coop_vk.rs's) are f16 only.
+pub(crate) fn f16_only(p: &Problem) -> Result<(), String> {
     if p.dtype != DType::F16 {
         return Err(format!(
-            "dtype {} is not implemented (f16 only)",
+            "dtype {} is not implemented on cooperative matrices (f16 only)",
             p.dtype.name()
         ));
     }
+    Ok(())
+}
+
+/// What the kernel does not do, whichever build.
+fn check_problem(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
+    f16_only(p)?;
     if p.head_dim != HEAD_DIM {
         return Err(format!(
             "the kernel is compiled for D = {HEAD_DIM} only (got --head-dim {})",

@@ -57,9 +57,43 @@ pub struct ResultsFile<'a> {
     pub dropout: Option<crate::dropout::Dropout>,
 }
 
+impl<'a> ResultsFile<'a> {
+    /// The results file of `runs` of `p` on `adapter` (through `backend`), with what follows from
+    /// them filled in (command line, versions, dtype, warnings, dropout); bounds checks on, no
+    /// setup time, auto choice or probe: a caller that has them sets those fields.
+    pub fn new(
+        p: &'a Problem,
+        adapter: &'a AdapterReport,
+        backend: &'a str,
+        timing: Schedule,
+        runs: &'a [VariantRun],
+    ) -> Self {
+        ResultsFile {
+            schema_version: SCHEMA_VERSION,
+            tool: "attn-wgpu",
+            command: command_line(),
+            seed: p.seed,
+            versions: versions(),
+            adapter,
+            backend,
+            problem: p,
+            dtype: p.dtype.name(),
+            causal: p.causal,
+            timing,
+            bounds_checks: true,
+            device_setup_ms: 0.0,
+            auto: None,
+            runs,
+            roofline: None,
+            warnings: warnings(p, runs),
+            dropout: p.dropout(),
+        }
+    }
+}
+
 /// The warnings a result file carries: the eval-mode dropout pitfall, then every run's
 /// measurement warnings, each prefixed with its variant.
-pub fn warnings(p: &Problem, runs: &[VariantRun]) -> Vec<String> {
+fn warnings(p: &Problem, runs: &[VariantRun]) -> Vec<String> {
     let mut w: Vec<String> = p.eval_dropout_warning().into_iter().collect();
     for r in runs {
         if let Some(m) = &r.measurement {
