@@ -4,6 +4,14 @@
 // (src/kernels/tiled_coop_vk.rs); a compile error fails the build with glslang's log.
 use std::process::Command;
 
+// The forward's builds per head dimension (FORWARD_DEVICE, FORWARD_EMULATED), shared with
+// src/kernels/tiled_coop_vk.rs.
+#[allow(dead_code)]
+mod shapes {
+    include!("src/kernels/tiled_coop_vk_shapes.rs");
+}
+use shapes::{FORWARD_DEVICE, FORWARD_EMULATED};
+
 /// A GLSL kernel to compile: source under shaders/, module name (OUT_DIR/name.spv), `#define`s.
 struct Glsl {
     file: &'static str,
@@ -14,9 +22,10 @@ struct Glsl {
 /// Every SPIR-V module, each kernel in two builds: on the device's cooperative matrices, and on
 /// shaders/coopmat_emu.glsl (EMULATE_COOPMAT = 1, name suffix `_emu`), which the tests run on
 /// lavapipe (src/kernels/tiled_coop_vk.rs, `Build::Emulated`).
-/// - tiled_coop_vk.comp `tiled_coop_vk_r{1,2}[_lse][_mask][_drop]`: one or two 16-row tiles a
-///   subgroup (ROWS), training (LSE: also writes L), a mask bias (MASK, bound after the plan's
-///   other buffers: binding 5, or 6 with L), dropout (DROPOUT);
+/// - tiled_coop_vk.comp `tiled_coop_vk_d{D}_b{BC}[_np]_r{ROWS}[_lse][_mask][_drop]`: the head
+///   dimension, key block and prefetch of each build (src/kernels/tiled_coop_vk_shapes.rs), one
+///   or two 16-row tiles a subgroup (ROWS), training (LSE: also writes L), a mask bias (MASK,
+///   bound after the plan's other buffers: binding 5, or 6 with L), dropout (DROPOUT);
 /// - tiled_coop_vk_bwd.comp `tiled_coop_vk_bwd_{kv,q}[_mask][_drop]`: the backward passes (the
 ///   mask at binding 9 for bwd_kv, 8 for bwd_q);
 /// - gemm_coop_vk.comp `gemm_coop_vk_{qk,pv}_d{64,128,256}`: `unfused-coop`'s S = Q·Kᵀ and
@@ -50,22 +59,31 @@ fn modules() -> Vec<Glsl> {
             }
         };
         let opts = [(false, false), (true, false), (false, true), (true, true)];
-        for rows in [1, 2] {
-            for lse in [false, true] {
-                for (mask, drop) in opts {
-                    let name = format!(
-                        "tiled_coop_vk_r{rows}{}{}",
-                        flag(lse, "_lse"),
-                        options(mask, drop)
-                    );
-                    let defines = vec![
-                        ("ROWS", rows.to_string()),
-                        ("LSE", (lse as u8).to_string()),
-                        ("MASK", (mask as u8).to_string()),
-                        ("MASK_BINDING", (5 + lse as u8).to_string()),
-                        ("DROPOUT", (drop as u8).to_string()),
-                    ];
-                    all.push(base("tiled_coop_vk.comp", name, defines));
+        let shapes = if emu {
+            &FORWARD_EMULATED
+        } else {
+            &FORWARD_DEVICE
+        };
+        for shape in shapes {
+            for &rows in shape.rows {
+                for lse in [false, true] {
+                    if lse && !shape.training {
+                        continue;
+                    }
+                    for (mask, drop) in opts {
+                        let name = shape.module(rows, lse, &options(mask, drop));
+                        let defines = vec![
+                            ("HEAD_D", shape.d.to_string()),
+                            ("BC", shape.bc.to_string()),
+                            ("PREFETCH", (shape.prefetch as u8).to_string()),
+                            ("ROWS", rows.to_string()),
+                            ("LSE", (lse as u8).to_string()),
+                            ("MASK", (mask as u8).to_string()),
+                            ("MASK_BINDING", (5 + lse as u8).to_string()),
+                            ("DROPOUT", (drop as u8).to_string()),
+                        ];
+                        all.push(base("tiled_coop_vk.comp", name, defines));
+                    }
                 }
             }
         }
@@ -199,6 +217,7 @@ fn main() {
     println!("cargo:rustc-env=ATTN_WGPU_GIT_COMMIT={commit}");
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/index");
+    println!("cargo:rerun-if-changed=src/kernels/tiled_coop_vk_shapes.rs");
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     compile_glsl(&out_dir);
 }

@@ -1,7 +1,8 @@
 // tiled_coop_vk.comp — the `tiled-coop-vk` kernel: FlashAttention-2's forward on cooperative
 // matrices with the softmax in registers. GLSL with GL_KHR_cooperative_matrix, compiled to SPIR-V
 // at build time (build.rs, glslang) and handed to Vulkan through wgpu's PASSTHROUGH_SHADERS:
-// Vulkan only, f16 Q/K/V/O, D = 64 (src/kernels/tiled_coop_vk.rs says why others are refused).
+// Vulkan only, f16 Q/K/V/O, D = 64, 128 or 256 (HEAD_D; src/kernels/tiled_coop_vk.rs says why
+// others are refused).
 //
 // Why GLSL: wgpu 30's WGSL cooperative matrices have no element access, so `tiled-coop` must send
 // every 16 x 16 score tile through workgroup memory to compute its row maxima and sums, and every P
@@ -11,19 +12,24 @@
 // With it: row maxima and sums are two subgroup shuffles (the four lanes 4g .. 4g+3 share rows g and
 // g + 8), O is rescaled in registers, and a P tile becomes the A operand of P·V element for element
 // in registers (the A operand holds the accumulator's coordinates, A_OF): S and P never touch workgroup
-// memory. Only K and V are staged, 64 keys a block, with padded rows.
+// memory. Only K and V are staged, BC keys a block, with padded rows.
 //
 // A workgroup of 128 invocations (four 32-wide subgroups) owns BR = 64 ROWS query rows of one
-// head; subgroup s owns ROWS tiles of 16 rows from row 16 ROWS s. Per key block of BC = 64 keys:
-//   1. stage K and V (prefetched into registers during the previous block), two workgroup barriers;
-//   2. S = Q Kᵀ: four 16 x 16 f32 tiles (keys 16n ..) a row tile, Q kept as four A matrices a
-//      row tile;
+// head; subgroup s owns ROWS tiles of 16 rows from row 16 ROWS s. Per key block of BC keys (KT =
+// BC / 16 key tiles; D in DC = D / 16 column tiles):
+//   1. stage K and V (with PREFETCH = 1 prefetched into registers during the previous block), two
+//      workgroup barriers;
+//   2. S = Q Kᵀ: KT 16 x 16 f32 tiles (keys 16n ..) a row tile, Q kept as DC A matrices a row
+//      tile;
 //   3. scale to base 2, mask (only blocks that cross the causal diagonal or the last key), row
 //      maxima by shuffles, the online-softmax rescale of the running sum and of O in registers;
 //   4. P = exp2(S - m) (times the dropout factor, which the row sum does not see) rounded to f16
 //      into A matrices (FlashAttention's single f16 P);
-//   5. O += P V over the four tiles of 16 keys.
-// Workgroup storage: K and V 2 x 64 x (64 + 8) f16 = 18432 bytes.
+//   5. O += P V over the KT tiles of 16 keys, DC accumulators a row tile.
+// Workgroup storage: K and V 2 x BC x (D + 8) f16: 18432 bytes at D = 64 with BC = 64, 34816 at
+// D = 128, 33792 at D = 256 with BC = 32. Registers a lane, ROWS = 1: O 8 DC floats, Q 4 DC
+// words, S and P 12 KT, the prefetch BC D / 64 words: at D = 256 O and Q alone take 192, which is
+// why its build has PREFETCH = 0 and BC = 32 (src/kernels/tiled_coop_vk.rs, `KernelShape`).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
@@ -31,7 +37,9 @@
 // and MASK_BINDING — a mask bias (coop_vk_common.glsl), which masks every block;
 // EMULATE_COOPMAT (0 or 1) — 1 builds the tests' twin on coopmat_emu.glsl (no matrix units);
 // ROWS (1 or 2) — 16-row tiles a subgroup owns (2: BR = 128, every K and V matrix loaded from
-// workgroup memory serves two row tiles, as FlashAttention-2 does, at twice the accumulators).
+// workgroup memory serves two row tiles, as FlashAttention-2 does, at twice the accumulators);
+// HEAD_D (64, 128 or 256, coop_vk_common.glsl); BC (16, 32 or 64) — keys a block; PREFETCH (0
+// or 1) — 1 loads the next block into registers while this one is computed.
 #include "coop_vk_common.glsl"
 
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
@@ -47,8 +55,9 @@ layout(set = 0, binding = 5, std430) buffer LBuf { float lse[]; };
 
 const uint SG_ROWS = 16 * ROWS;  // query rows a subgroup: ROWS tiles of 16
 const uint BR = 4 * SG_ROWS;  // query rows a workgroup
-const uint BC = 64;           // keys a block
-const uint LOADS = BC * D4 / 128;  // f16vec4 of K (and of V) each invocation stages a block: 8
+const uint KT = BC / 16;      // key tiles a block
+const uint DC = D / 16;       // column tiles of D
+const uint LOADS = BC * D4 / 128;  // f16vec4 of K (and of V) each invocation stages a block: 8 at D = BC = 64
 
 shared f16vec4 ks[BC * KP4];  // [key][KP4]
 shared f16vec4 vs[BC * KP4];
@@ -85,12 +94,12 @@ void main() {
     }
 
     // Q of this subgroup's rows (the host pads Q by 128 rows past the last head).
-    MATA qa[ROWS][4];
-    ACC o[ROWS][4];
+    MATA qa[ROWS][DC];
+    ACC o[ROWS][DC];
     float m[ROWS][2];  // the rows' running maxima (base 2)
     float l[ROWS][2];  // this lane's share of the rows' sums, relative to m
     [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
-        [[unroll]] for (uint c = 0; c < 4; c++) {
+        [[unroll]] for (uint c = 0; c < DC; c++) {
             coopMatLoad(qa[rt][c], q, base + (r0 + 16u * rt) * D + 16u * c, D, gl_CooperativeMatrixLayoutRowMajor);
             o[rt][c] = ACC_ZERO;
         }
@@ -103,27 +112,34 @@ void main() {
     // The first block into registers (K and V are padded by 128 rows past the last head too).
     f16vec4 pk[LOADS];
     f16vec4 pv[LOADS];
+#if PREFETCH
     FETCH_BLOCK(pk, pv, k4, v4, kvb, 0u)
+#endif
 
     for (uint j0 = 0; j0 < kv_end; j0 += BC) {
-        // 1. Stage this block; prefetch the next one into registers.
+        // 1. Stage this block; with PREFETCH, load the next one into registers.
         barrier();
+#if !PREFETCH
+        FETCH_BLOCK(pk, pv, k4, v4, kvb, j0)
+#endif
         STAGE_BLOCK(ks, vs, pk, pv)
         barrier();
+#if PREFETCH
         if (j0 + BC < kv_end) {
             FETCH_BLOCK(pk, pv, k4, v4, kvb, j0 + BC)
         }
+#endif
         // Every key of the block lies above this subgroup's rows: skip it.
         SKIP_BLOCK_IF(causal && int(j0) > int(r0 + SG_ROWS - 1u) + off);
 
-        // 2. S = Q Kᵀ, four tiles of 16 keys (Kᵀ read column-major from the staged rows), each
+        // 2. S = Q Kᵀ, KT tiles of 16 keys (Kᵀ read column-major from the staged rows), each
         //    K matrix loaded once for the subgroup's row tiles.
-        ACC s[ROWS][4];
-        [[unroll]] for (uint nt = 0; nt < 4; nt++) {
+        ACC s[ROWS][KT];
+        [[unroll]] for (uint nt = 0; nt < KT; nt++) {
             [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
                 s[rt][nt] = ACC_ZERO;
             }
-            [[unroll]] for (uint c = 0; c < 4; c++) {
+            [[unroll]] for (uint c = 0; c < DC; c++) {
                 MATB kb;
                 coopMatLoad(kb, ks, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutColumnMajor);
                 [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
@@ -132,13 +148,13 @@ void main() {
             }
         }
 
-        MATA pa[ROWS][4];
+        MATA pa[ROWS][KT];
         [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
             // 3. Scale, mask where the block crosses the diagonal or the last key, row maxima.
             const uint rf = r0 + 16u * rt;  // the tile's first row
             const bool edge = MASK != 0 || j0 + BC > nk || (causal && int(j0 + BC - 1u) > int(rf) + off);
             float mx[2] = float[2](ninf, ninf);
-            [[unroll]] for (uint nt = 0; nt < 4; nt++) {
+            [[unroll]] for (uint nt = 0; nt < KT; nt++) {
                 [[unroll]] for (uint i = 0; i < 8; i++) {
                     const uint h = frag_half(i);
                     float x = s[rt][nt][i] * qscale;
@@ -162,14 +178,14 @@ void main() {
                 m[rt][h] = mn;
                 l[rt][h] *= alpha[h];
             }
-            [[unroll]] for (uint c = 0; c < 4; c++) {
+            [[unroll]] for (uint c = 0; c < DC; c++) {
                 [[unroll]] for (uint i = 0; i < 8; i++) {
                     o[rt][c][i] *= alpha[frag_half(i)];
                 }
             }
 
             // 4. P = exp2(S - m) as f16 A matrices, element for element (A_OF).
-            [[unroll]] for (uint nt = 0; nt < 4; nt++) {
+            [[unroll]] for (uint nt = 0; nt < KT; nt++) {
                 [[unroll]] for (uint i = 0; i < 8; i++) {
                     const uint h = frag_half(i);
                     const float p = exp2(s[rt][nt][i] - mu[h]);
@@ -181,8 +197,8 @@ void main() {
 
         // 5. O += P V: key tile nt of P against rows 16nt .. of V, column tile c; each V matrix
         //    loaded once for the subgroup's row tiles.
-        [[unroll]] for (uint nt = 0; nt < 4; nt++) {
-            [[unroll]] for (uint c = 0; c < 4; c++) {
+        [[unroll]] for (uint nt = 0; nt < KT; nt++) {
+            [[unroll]] for (uint c = 0; c < DC; c++) {
                 MATB vb;
                 coopMatLoad(vb, vs, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutRowMajor);
                 [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
@@ -207,7 +223,7 @@ void main() {
             }
 #endif
         }
-        [[unroll]] for (uint c = 0; c < 4; c++) {
+        [[unroll]] for (uint c = 0; c < DC; c++) {
             [[unroll]] for (uint i = 0; i < 8; i += 2) {
                 const uint h = frag_half(i);
                 const uint row = rows[rt][h];

@@ -53,12 +53,12 @@ fn plans_on_an_adapter_like_the_h200() {
         .iter()
         .find(|(k, _)| k == "workgroup_storage_bytes")
         .map(|x| x.1 as u64);
-    assert_eq!(declared, Some(tiled_coop_vk::STORAGE));
+    assert_eq!(declared, Some(tiled_coop_vk::STORAGE_D64));
     assert_eq!(
         kernels::workgroup_bytes(&d.shader, d.entry, &d.overrides),
-        Some(tiled_coop_vk::STORAGE)
+        Some(tiled_coop_vk::STORAGE_D64)
     );
-    assert_eq!(tiled_coop_vk::STORAGE, 18432);
+    assert_eq!(tiled_coop_vk::STORAGE_D64, 18432);
     // Q, K and V padded as tiled-coop pads them (whole 64-row tiles are read past N).
     let q = plan.buffers.iter().find(|b| b.name == "Q").unwrap();
     assert_eq!(q.bytes, kernels::tiled_coop::input_bytes(&p));
@@ -74,7 +74,7 @@ fn plans_on_an_adapter_like_the_h200() {
     assert_eq!(f.bindings.last().map(|b| b.buffer.as_str()), Some("L"));
     assert_eq!(
         kernels::workgroup_bytes(&f.shader, f.entry, &f.overrides),
-        Some(tiled_coop_vk::STORAGE)
+        Some(tiled_coop_vk::STORAGE_D64)
     );
     let spirv: Vec<bool> = plan
         .dispatches
@@ -120,7 +120,7 @@ fn the_glsl_backward_passes_plan_on_an_adapter_like_the_h200() {
     assert_eq!((kv.flops, q.flops), (4 * pairs, 3 * pairs));
     let mut small = caps.clone();
     small.max_workgroup_storage = 18432;
-    assert!(tiled_coop_vk::check_backward(&small, Build::Device)
+    assert!(tiled_coop_vk::check_backward(&p, &small, Build::Device)
         .unwrap_err()
         .contains("18944 bytes"));
 }
@@ -205,8 +205,9 @@ fn every_spirv_module_passes_a_current_validator() {
     let dir = std::env::temp_dir().join(format!("attn-wgpu-spirv-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let modules = tiled_coop_vk::spirv_modules();
-    // 2 builds x (16 forward + 8 backward + the layout probe + the matrix probe + 6 products).
-    assert_eq!(modules.len(), 64);
+    // 2 builds x (24 forward: 16 at D = 64, inference's 4 at D = 128 and 256; 8 backward; the
+    // layout probe; the matrix probe; 6 products).
+    assert_eq!(modules.len(), 80);
     for (name, spirv) in modules {
         let path = dir.join(format!("{name}.spv"));
         std::fs::write(&path, spirv).unwrap();
@@ -261,8 +262,16 @@ fn every_refusal_names_its_reason() {
     assert!(refusal(&p, &c).contains("18432 bytes"));
 
     let mut q = problem();
+    q.head_dim = 80;
+    assert!(
+        refusal(&q, &h200()).contains("compiled for D = 64, 128, 256 (got --head-dim 80)"),
+        "{}",
+        refusal(&q, &h200())
+    );
+    // The wide heads' forward runs; their backward is refused (D = 64 only).
     q.head_dim = 128;
-    assert!(refusal(&q, &h200()).contains("D = 64 only"));
+    q.backward = true;
+    assert!(refusal(&q, &h200()).contains("compiled for D = 64 only (got --head-dim 128)"));
     let mut q = problem();
     q.dtype = DType::BF16;
     assert!(refusal(&q, &h200()).contains("bf16"));
@@ -384,7 +393,32 @@ fn workgroup_memory_is_read_from_the_spirv() {
         for (build, bytes) in [(Build::Device, 18432), (Build::Emulated, 18432 + 8704)] {
             let s = tiled_coop_vk::shader(&problem(), build, rows);
             assert_eq!(kernels::workgroup_bytes(&s, "main", &[]), Some(bytes));
-            assert_eq!(tiled_coop_vk::storage(build), bytes);
+            let shape = tiled_coop_vk::shape(64, build).unwrap();
+            assert_eq!(tiled_coop_vk::storage(&shape, build), bytes);
+        }
+    }
+    // The wide heads: 2 x BC x (D + 8) f16, BC 64 at D = 128 and 32 at D = 256 on the device
+    // (within NVIDIA's 48 KiB), half that in the emulated builds (within lavapipe's 32 KiB).
+    for (d, device, emulated) in [(128, 34816, 17408 + 8704), (256, 33792, 16896 + 8704)] {
+        let mut p = problem();
+        p.head_dim = d;
+        for (build, bytes) in [(Build::Device, device), (Build::Emulated, emulated)] {
+            let s = tiled_coop_vk::shader(&p, build, 1);
+            assert_eq!(
+                kernels::workgroup_bytes(&s, "main", &[]),
+                Some(bytes),
+                "D {d}"
+            );
+            let shape = tiled_coop_vk::shape(d, build).unwrap();
+            assert_eq!(tiled_coop_vk::storage(&shape, build), bytes);
+            assert!(
+                bytes
+                    <= if build == Build::Device {
+                        48 << 10
+                    } else {
+                        32 << 10
+                    }
+            );
         }
     }
     // The backward passes: Q, dO, L and D staged (bwd_kv), K and V (bwd_q).
@@ -442,7 +476,10 @@ fn emulated_passes_on(p: &Problem, x: &Inputs, rows: u32) -> attn_wgpu::run::Var
     assert!(d.shader.file == "tiled_coop_vk.comp" && d.shader.tag.ends_with("_emu"));
     assert_eq!(
         kernels::workgroup_bytes(&d.shader, d.entry, &d.overrides),
-        Some(tiled_coop_vk::storage(Build::Emulated))
+        Some(tiled_coop_vk::storage(
+            &tiled_coop_vk::shape(p.head_dim, Build::Emulated).unwrap(),
+            Build::Emulated
+        ))
     );
     assert_eq!(d.workgroups[0], p.seq.div_ceil(64 * rows));
     let sem = variants::find("tiled-coop-vk").unwrap().fully_masked;
@@ -507,6 +544,52 @@ fn the_kernel_passes_on_emulated_matrices_with_gqa_and_n_not_m() {
     p.kv_seq = 40;
     p.causal_align = CausalAlign::BottomRight;
     emulated_passes(&p);
+}
+
+#[test]
+fn the_wide_heads_pass_on_emulated_matrices() {
+    // D = 128 and 256 (the emulated builds' key blocks of 32 and 16: several blocks a row even
+    // at small N): causal across blocks, ragged N and M without causal, GQA with N < M
+    // bottom-right, N > M (rows with no key), a mask and dropout.
+    for d in [128, 256] {
+        let wide = |b, h, n, causal| {
+            let mut p = f16(b, h, n, causal);
+            p.head_dim = d;
+            p
+        };
+        emulated_passes_with(&wide(1, 2, 70, true), 1);
+        let mut p = wide(1, 2, 37, false);
+        p.kv_seq = 45;
+        emulated_passes_with(&p, 1);
+        let mut p = wide(1, 4, 20, true);
+        p.kv_heads = 2;
+        p.kv_seq = 50;
+        p.causal_align = CausalAlign::BottomRight;
+        emulated_passes_with(&p, 1);
+        let mut p = wide(1, 1, 40, true);
+        p.kv_seq = 17;
+        p.causal_align = CausalAlign::BottomRight;
+        p.dropout = 0.25;
+        emulated_passes_with(&p, 1);
+        // Training: the L-writing build, then the backward's refusal above D = 64.
+        let mut p = wide(1, 1, 33, true);
+        p.backward = true;
+        let e = variants::tiled::build_coop_vk_emulated(&p, &common::gpu().caps, 1).unwrap_err();
+        assert!(e.contains("D = 64 only"), "{e}");
+    }
+    let mut p = f16(2, 2, 48, false);
+    p.head_dim = 128;
+    let mut x = Inputs::generate(&p);
+    let pad = vec![48 - 5, 0];
+    attn_wgpu::mask::normalize(
+        &mut p,
+        &mut x,
+        None,
+        attn_wgpu::problem::Convention::Sdpa,
+        Some(&pad),
+    )
+    .unwrap();
+    emulated_passes_on(&p, &x, 1);
 }
 
 #[test]

@@ -1,9 +1,10 @@
 //! `attention` on cooperative matrices with the softmax in registers (the `tiled-coop-vk`
 //! variant): shaders/tiled_coop_vk.comp, GLSL with GL_KHR_cooperative_matrix compiled to SPIR-V
 //! by build.rs (glslang) and handed to Vulkan through wgpu's `PASSTHROUGH_SHADERS`. Vulkan only,
-//! f16, D = 64, causal or not, grouped-query attention, training (it writes L for this file's
-//! own backward passes, shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`]), mask bias (bool / float
-//! masks, key padding), dropout.
+//! f16, D = 64, 128 and 256 (one build each: tiled_coop_vk_shapes.rs, [`shape`]), causal or not,
+//! grouped-query attention, training (it writes L for this file's own backward passes,
+//! shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`], D = 64 only), mask bias (bool / float masks, key
+//! padding), dropout.
 //!
 //! wgpu 30's WGSL cooperative matrices have no element access, which is why `tiled-coop` sends
 //! every score and probability tile through workgroup memory (docs/variants.md). GLSL's
@@ -16,7 +17,8 @@
 //! Both kernels are also built on shaders/coopmat_emu.glsl ([`Build::Emulated`]): cooperative
 //! matrices emulated, in the assumed layout, through workgroup memory, so that the tests run the
 //! kernel's logic on lavapipe against the f64 reference (tests/coop_vk.rs). The kernel is built
-//! for one or two 16-row tiles a subgroup (its ROWS); the variant picks by N ([`rows`]).
+//! for one or two 16-row tiles a subgroup (its ROWS; two at D = 64 only); the variant picks by N
+//! ([`rows`]).
 
 use super::{check_binding, check_grid};
 use crate::gpu::context::CoopLayout;
@@ -26,16 +28,37 @@ use crate::plan::{Access, Dispatch, Params, Phase, Plan, Role, Shader};
 use crate::problem::{DType, Inputs, Problem};
 use crate::tile::{TileConfig, TileKernel};
 
-/// The one head dimension the kernel is compiled for.
-pub const HEAD_DIM: u32 = 64;
+include!("tiled_coop_vk_shapes.rs");
+
+/// The forward's build for `head_dim` (FORWARD_DEVICE or FORWARD_EMULATED), or why there is none.
+pub fn shape(head_dim: u32, build: Build) -> Result<ForwardShape, String> {
+    let shapes = match build {
+        Build::Device => &FORWARD_DEVICE,
+        Build::Emulated => &FORWARD_EMULATED,
+    };
+    shapes
+        .iter()
+        .find(|s| s.d == head_dim)
+        .copied()
+        .ok_or_else(|| {
+            let ds: Vec<String> = shapes.iter().map(|s| s.d.to_string()).collect();
+            format!(
+                "the kernel is compiled for D = {} (got --head-dim {head_dim})",
+                ds.join(", ")
+            )
+        })
+}
+
 /// 16-row tiles a subgroup owns in the variant's build (the kernel's ROWS; 1 or 2 are compiled,
 /// BR = 64 ROWS rows a workgroup of four subgroups). Measured on the H200 at B8 H16 D64 causal
 /// f16 (results/EXPERIMENTS.md, v36-coop-vk-layout): ROWS = 2 is 3 % slower at N = 1024 (171.9
 /// vs 177.5 µs: half as many workgroups, 1024 for 132 SMs) and 8 % faster at N = 4096 (1901 vs
 /// 1747 µs: each K/V matrix load from workgroup memory serves two row tiles), so two tiles from
-/// N = [`ROWS2_FROM`] query rows.
+/// N = [`ROWS2_FROM`] query rows where the head dimension's build has them (D = 64: at D = 128
+/// and 256 two tiles' O alone would take 128 or 256 registers a lane).
 pub fn rows(p: &Problem) -> u32 {
-    if p.seq >= ROWS2_FROM {
+    let two = shape(p.head_dim, Build::Device).is_ok_and(|s| s.rows.contains(&2));
+    if two && p.seq >= ROWS2_FROM {
         2
     } else {
         1
@@ -43,11 +66,9 @@ pub fn rows(p: &Problem) -> u32 {
 }
 /// The N from which [`rows`] takes two 16-row tiles a subgroup.
 pub const ROWS2_FROM: u32 = 2048;
-/// Keys a block.
-pub const BC: u32 = 64;
-/// Workgroup storage: K and V staged, 2 x BC x (D + 8) f16 (the kernel's header), whatever ROWS
-/// (`TileConfig::storage_bytes` of the tile).
-pub const STORAGE: u64 = tile(1).storage_bytes();
+/// Workgroup storage of the D = 64 forward: K and V staged, 2 x 64 x (64 + 8) f16 (the kernel's
+/// header), whatever ROWS; the backward passes stage as much ([`BWD_STORAGE`]).
+pub const STORAGE_D64: u64 = FORWARD_DEVICE[0].storage();
 
 const SOURCE: &str = include_str!("../../shaders/tiled_coop_vk.comp");
 const BWD_SOURCE: &str = include_str!("../../shaders/tiled_coop_vk_bwd.comp");
@@ -77,7 +98,7 @@ pub(crate) fn tail(build: Build) -> &'static str {
 }
 /// Workgroup storage of the backward passes: bwd_kv stages Q and dO (2 x 64 x (D + 8) f16) and
 /// the rows' L and D (2 x 64 f32); bwd_q stages K and V as the forward does.
-pub const BWD_STORAGE: u64 = STORAGE + 2 * 64 * 4;
+pub const BWD_STORAGE: u64 = STORAGE_D64 + 2 * 64 * 4;
 /// Workgroup storage the emulation adds (shaders/coopmat_emu.glsl's header): the operands of four
 /// subgroups' products and the shuffle slots, 2 x 4 x 256 + 128 f32.
 pub const EMU_STORAGE: u64 = (2 * 4 * 256 + 128) * 4;
@@ -100,14 +121,14 @@ fn options(p: &Problem) -> String {
     )
 }
 
-/// The forward for `p` with `rows` 16-row tiles a subgroup (1 or 2): inference, or training (also
-/// writes the row logsumexp L at binding 5), with a mask bias bound last and dropout where `p`
-/// has them.
+/// The forward for `p` (its head dimension's build, [`shape`]) with `rows` 16-row tiles a subgroup
+/// (1 or 2): inference, or training (also writes the row logsumexp L at binding 5), with a mask
+/// bias bound last and dropout where `p` has them. The caller has run [`check`].
 pub fn shader(p: &Problem, build: Build, rows: u32) -> Shader {
+    let shape = shape(p.head_dim, build).unwrap_or_else(|e| panic!("{e}"));
     let (tag, spirv) = spirv(&format!(
-        "tiled_coop_vk_r{rows}{}{}{}",
-        if p.backward { "_lse" } else { "" },
-        options(p),
+        "{}{}",
+        shape.module(rows, p.backward, &options(p)),
         tail(build)
     ));
     Shader {
@@ -135,9 +156,9 @@ pub fn bwd_shader(p: &Problem, kv: bool, build: Build) -> Shader {
     }
 }
 
-/// Workgroup storage a workgroup of the forward of `build` declares.
-pub fn storage(build: Build) -> u64 {
-    STORAGE + emulation_bytes(build)
+/// Workgroup storage a workgroup of the forward of `build` declares at `shape`.
+pub fn storage(shape: &ForwardShape, build: Build) -> u64 {
+    shape.storage() + emulation_bytes(build)
 }
 
 /// What `build` adds to a kernel's workgroup storage: the emulation's exchange slots.
@@ -148,21 +169,27 @@ pub(crate) fn emulation_bytes(build: Build) -> u64 {
     }
 }
 
-/// The tile: BR = 64 `rows` query rows, key blocks of BC = 64.
-pub const fn tile(rows: u32) -> TileConfig {
+/// The tile: BR = 64 `rows` query rows, key blocks of the shape's BC.
+pub const fn tile(shape: &ForwardShape, rows: u32) -> TileConfig {
     TileConfig {
         kernel: TileKernel::CoopVk,
         br: 64 * rows,
-        bc: BC,
-        d4: HEAD_DIM / 4,
+        bc: shape.bc,
+        d4: shape.d / 4,
         dp: 0,
     }
 }
 
-/// Why this problem cannot run on this adapter, if it cannot: everything the kernel does not do.
-pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
+/// Why this problem cannot run on this adapter with `rows` row tiles a subgroup, if it cannot:
+/// everything the kernel does not do. The shape it runs with otherwise.
+pub fn check(
+    p: &Problem,
+    caps: &AdapterCaps,
+    build: Build,
+    rows: u32,
+) -> Result<ForwardShape, String> {
     adapter_check(caps, build)?;
-    check_problem(p, caps, build)
+    check_problem(p, caps, build, rows)
 }
 
 /// What a build of any GLSL cooperative-matrix kernel (this file's, gemm_coop_vk.rs's) needs of
@@ -248,35 +275,61 @@ pub(crate) fn f16_only(p: &Problem) -> Result<(), String> {
 }
 
 /// What the kernel does not do, whichever build.
-fn check_problem(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
-    f16_only(p)?;
-    if p.head_dim != HEAD_DIM {
-        return Err(format!(
-            "the kernel is compiled for D = {HEAD_DIM} only (got --head-dim {})",
-            p.head_dim
-        ));
-    }
-    let storage = storage(build);
-    if storage > caps.max_workgroup_storage as u64 {
-        return Err(format!(
-            "needs {storage} bytes of workgroup storage, this adapter allows {}",
-            caps.max_workgroup_storage
-        ));
-    }
-    Ok(())
-}
-
-/// The fused dispatch (no pipeline constants: the SPIR-V is compiled for its one shape). The
-/// caller has run [`check`].
-pub fn attention(
+fn check_problem(
     p: &Problem,
     caps: &AdapterCaps,
     build: Build,
     rows: u32,
+) -> Result<ForwardShape, String> {
+    f16_only(p)?;
+    let shape = shape(p.head_dim, build)?;
+    if p.backward {
+        // Training needs the L-writing build, which only the backward's head dimension has.
+        bwd_head_dim(p)?;
+    }
+    if !shape.rows.contains(&rows) {
+        return Err(format!(
+            "the D = {} build has {:?} row tiles a subgroup, not {rows}",
+            shape.d, shape.rows
+        ));
+    }
+    let storage = storage(&shape, build);
+    if storage > caps.max_workgroup_storage as u64 {
+        return Err(format!(
+            "needs {storage} bytes of workgroup storage at D = {} (key blocks of {}), this \
+             adapter allows {}",
+            shape.d, shape.bc, caps.max_workgroup_storage
+        ));
+    }
+    Ok(shape)
+}
+
+/// The fused dispatch (no pipeline constants: the SPIR-V is compiled for its one shape). The
+/// caller has run [`check`], which gave `shape`.
+pub fn attention(
+    p: &Problem,
+    caps: &AdapterCaps,
+    build: Build,
+    shape: &ForwardShape,
+    rows: u32,
 ) -> Result<Dispatch, String> {
     check_binding("Q ([B, H, N, D])", super::tiled_coop::input_bytes(p), caps)?;
     let shader = shader(p, build, rows);
-    super::tiled::fused_dispatch(p, caps, shader, vec![], &tile(rows))
+    super::tiled::fused_dispatch(p, caps, shader, vec![], &tile(shape, rows))
+}
+
+/// The one head dimension the backward passes are compiled for.
+pub const BWD_HEAD_DIM: u32 = 64;
+
+fn bwd_head_dim(p: &Problem) -> Result<(), String> {
+    if p.head_dim != BWD_HEAD_DIM {
+        return Err(format!(
+            "the backward (tiled_coop_vk_bwd.comp) is compiled for D = {BWD_HEAD_DIM} only (got \
+             --head-dim {})",
+            p.head_dim
+        ));
+    }
+    Ok(())
 }
 
 /// Rows (bwd_kv) or keys (bwd_q) of a staged block of the backward, and keys (bwd_kv) or rows
@@ -285,7 +338,7 @@ const BWD_BLOCK: u64 = 64;
 
 /// `bwd_kv` (dK, dV; a workgroup per 64 keys of a K/V head, its group's query heads in turn) or
 /// `bwd_q` (dQ; a workgroup per 64 rows of a head), after `tiled_bwd::bwd_dot`. The caller has
-/// run [`check`] (f16, D = 64) and [`check_backward`].
+/// run [`check`] (f16) and [`check_backward`] (D = 64).
 pub fn bwd_pass(
     p: &Problem,
     caps: &AdapterCaps,
@@ -376,7 +429,8 @@ pub fn bwd_pass(
 }
 
 /// Why the backward passes cannot run here, if they cannot (beyond [`check`]).
-pub fn check_backward(caps: &AdapterCaps, build: Build) -> Result<(), String> {
+pub fn check_backward(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
+    bwd_head_dim(p)?;
     let need = BWD_STORAGE + emulation_bytes(build);
     if need > caps.max_workgroup_storage as u64 {
         return Err(format!(

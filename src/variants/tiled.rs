@@ -95,14 +95,14 @@ pub fn build_coop_vk_emulated(p: &Problem, caps: &AdapterCaps, rows: u32) -> Res
 }
 
 fn coop_vk_plan(p: &Problem, caps: &AdapterCaps, build: Build, rows: u32) -> Result<Plan, String> {
-    tiled_coop_vk::check(p, caps, build)?;
-    let d = tiled_coop_vk::attention(p, caps, build, rows)?;
+    let shape = tiled_coop_vk::check(p, caps, build, rows)?;
+    let d = tiled_coop_vk::attention(p, caps, build, &shape, rows)?;
     let mut plan = fused_plan(
         p,
         tiled_coop::input_bytes(p),
         d,
-        tiled_coop_vk::storage(build),
-        &tiled_coop_vk::tile(rows),
+        tiled_coop_vk::storage(&shape, build),
+        &tiled_coop_vk::tile(&shape, rows),
         vec![],
     );
     if build == Build::Emulated {
@@ -139,7 +139,7 @@ fn training(
     match bwd {
         Backward::Tiled => tiled_bwd::check(p, caps)?,
         Backward::Coop => tiled_coop_bwd::check(p, caps)?,
-        Backward::CoopVk(build) => tiled_coop_vk::check_backward(caps, build)?,
+        Backward::CoopVk(build) => tiled_coop_vk::check_backward(p, caps, build)?,
     }
     let rows = p.bh() * p.seq as u64 * 4;
     // `split-kv` keeps L in inference too (its combine writes it).

@@ -1,0 +1,53 @@
+// tiled_coop_vk_shapes.rs — the builds of shaders/tiled_coop_vk.comp (the `tiled-coop-vk`
+// forward), one per head dimension: included both by build.rs, which compiles them, and by
+// src/kernels/tiled_coop_vk.rs, which picks one, so that the two cannot disagree.
+
+/// One build of the forward at one head dimension: keys a block (BC), whether the next block is
+/// loaded into registers while this one is computed (PREFETCH), the ROWS (16-row tiles a
+/// subgroup) it is compiled for, and whether it has training builds (LSE: also writes L), which
+/// only a head dimension with a backward pass (tiled_coop_vk_bwd.comp, D = 64) needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardShape {
+    pub d: u32,
+    pub bc: u32,
+    pub prefetch: bool,
+    pub rows: &'static [u32],
+    pub training: bool,
+}
+
+impl ForwardShape {
+    /// Workgroup storage: K and V staged, 2 x BC x (D + 8) f16 (the kernel's header).
+    pub const fn storage(&self) -> u64 {
+        2 * self.bc as u64 * (self.d as u64 + 8) * 2
+    }
+
+    /// The module's name (build.rs adds `_emu` to the emulated build's).
+    pub fn module(&self, rows: u32, lse: bool, options: &str) -> String {
+        format!(
+            "tiled_coop_vk_d{}_b{}{}_r{rows}{}{options}",
+            self.d,
+            self.bc,
+            if self.prefetch { "" } else { "_np" },
+            if lse { "_lse" } else { "" }
+        )
+    }
+}
+
+/// The device builds (NVIDIA's 48 KiB of workgroup memory): D = 64 and 128 with blocks of 64 keys
+/// prefetched, D = 64 also with two row tiles a subgroup (long sequences); D = 256 with blocks of
+/// 32 and no prefetch (2 x 64 x 264 f16 = 67584 bytes would not fit, and O and Q alone take 192
+/// registers a lane there).
+pub const FORWARD_DEVICE: [ForwardShape; 3] = [
+    ForwardShape { d: 64, bc: 64, prefetch: true, rows: &[1, 2], training: true },
+    ForwardShape { d: 128, bc: 64, prefetch: true, rows: &[1], training: false },
+    ForwardShape { d: 256, bc: 32, prefetch: false, rows: &[1], training: false },
+];
+
+/// The emulated builds (the tests', on lavapipe's 32 KiB beside the emulation's 8704 bytes): the
+/// same kernel text at half the device's key block where the device's would not fit, which keeps
+/// every loop count but BC's in the test.
+pub const FORWARD_EMULATED: [ForwardShape; 3] = [
+    ForwardShape { d: 64, bc: 64, prefetch: true, rows: &[1, 2], training: true },
+    ForwardShape { d: 128, bc: 32, prefetch: true, rows: &[1], training: false },
+    ForwardShape { d: 256, bc: 16, prefetch: false, rows: &[1], training: false },
+];
