@@ -4,13 +4,13 @@
 // (src/kernels/tiled_coop_vk.rs); a compile error fails the build with glslang's log.
 use std::process::Command;
 
-// The forward's builds per head dimension (FORWARD_DEVICE, FORWARD_EMULATED), shared with
+// The builds per head dimension of the forward and the backward, shared with
 // src/kernels/tiled_coop_vk.rs.
 #[allow(dead_code)]
 mod shapes {
     include!("src/kernels/tiled_coop_vk_shapes.rs");
 }
-use shapes::{FORWARD_DEVICE, FORWARD_EMULATED};
+use shapes::{BACKWARD_DEVICE, BACKWARD_EMULATED, FORWARD_DEVICE, FORWARD_EMULATED};
 
 /// A GLSL kernel to compile: source under shaders/, module name (OUT_DIR/name.spv), `#define`s.
 struct Glsl {
@@ -26,8 +26,9 @@ struct Glsl {
 ///   dimension, key block and prefetch of each build (src/kernels/tiled_coop_vk_shapes.rs), one
 ///   or two 16-row tiles a subgroup (ROWS), training (LSE: also writes L), a mask bias (MASK,
 ///   bound after the plan's other buffers: binding 5, or 6 with L), dropout (DROPOUT);
-/// - tiled_coop_vk_bwd.comp `tiled_coop_vk_bwd_{kv,q}[_mask][_drop]`: the backward passes (the
-///   mask at binding 9 for bwd_kv, 8 for bwd_q);
+/// - tiled_coop_vk_bwd.comp `tiled_coop_vk_bwd_d{D}_b{BLOCK}[_np]_{kv,q}[_mask][_drop]`: the
+///   backward passes at each head dimension that has them (the mask at binding 9 for bwd_kv, 8
+///   for bwd_q);
 /// - gemm_coop_vk.comp `gemm_coop_vk_{qk,pv}_d{64,128,256}`: `unfused-coop`'s S = Q·Kᵀ and
 ///   O = P·V at three head dimensions (HEAD_D);
 /// - probe_coop.comp `probe_coop`: `probe`'s f16 matrix-unit peak;
@@ -87,17 +88,26 @@ fn modules() -> Vec<Glsl> {
                 }
             }
         }
-        for kv in [true, false] {
-            for (mask, drop) in opts {
-                let pass = if kv { "kv" } else { "q" };
-                let name = format!("tiled_coop_vk_bwd_{pass}{}", options(mask, drop));
-                let defines = vec![
-                    ("KV", (kv as u8).to_string()),
-                    ("MASK", (mask as u8).to_string()),
-                    ("MASK_BINDING", (if kv { 9 } else { 8 }).to_string()),
-                    ("DROPOUT", (drop as u8).to_string()),
-                ];
-                all.push(base("tiled_coop_vk_bwd.comp", name, defines));
+        let bwd_shapes = if emu {
+            &BACKWARD_EMULATED
+        } else {
+            &BACKWARD_DEVICE
+        };
+        for shape in bwd_shapes {
+            for kv in [true, false] {
+                for (mask, drop) in opts {
+                    let name = shape.module(kv, &options(mask, drop));
+                    let defines = vec![
+                        ("KV", (kv as u8).to_string()),
+                        ("HEAD_D", shape.d.to_string()),
+                        ("BLOCK", shape.block.to_string()),
+                        ("PREFETCH", (shape.prefetch as u8).to_string()),
+                        ("MASK", (mask as u8).to_string()),
+                        ("MASK_BINDING", (if kv { 9 } else { 8 }).to_string()),
+                        ("DROPOUT", (drop as u8).to_string()),
+                    ];
+                    all.push(base("tiled_coop_vk_bwd.comp", name, defines));
+                }
             }
         }
         for qk in [true, false] {

@@ -13,25 +13,31 @@
 // coop_layout.glsl, the identity on the H200): P and dS are made element for element in
 // registers. Workgroup memory holds only the staged blocks.
 //
+// D = 64 or 128 (HEAD_D), in DC = D / 16 column tiles; staged blocks of B = BLOCK rows or keys
+// (NB = B / 16 tiles of 16), prefetched a block ahead into registers where PREFETCH = 1
+// (src/kernels/tiled_coop_vk_shapes.rs: the builds).
+//
 // bwd_kv: a workgroup of four 32-wide subgroups owns 64 keys of one K/V head; subgroup s owns keys
-// 16s .. 16s + 15, holds their K and V as four A matrices each and dK, dV as four accumulators
-// each, and walks the query blocks of 64 rows that see them (from the diagonal when causal), for
-// each query head of the K/V head's group in turn. Per block (Q and dO staged, prefetched a block
-// ahead into registers, with the rows' L and D), per 16-row tile nt:
+// 16s .. 16s + 15, holds their K and V as DC A matrices each and dK, dV as DC accumulators each,
+// and walks the query blocks of B rows that see them (from the diagonal when causal), for each
+// query head of the K/V head's group in turn. Per block (Q and dO staged with the rows' L and D),
+// per 16-row tile nt:
 //   Sᵀ = K Qᵀ, dPᵀ = V dOᵀ (16 keys x 16 rows); Pᵀ = exp2(Sᵀ scale log2 e - L) (0 where masked),
 //   (P ∘ Z)ᵀ and dSᵀ = Pᵀ ∘ (dPᵀ ∘ Z - D) scale to f16 A matrices; dV += (P ∘ Z)ᵀ dO; dK += dSᵀ Q.
-// bwd_q: a workgroup owns 64 query rows of one head (16 a subgroup; their Q and dO as four A
-// matrices each, dQ as four accumulators, L and D of the lane's two rows in registers) and walks
-// the key blocks of 64 up to the diagonal (K and V staged as in the forward). Per 16-key tile nt:
+// bwd_q: a workgroup owns 64 query rows of one head (16 a subgroup; their Q and dO as DC A
+// matrices each, dQ as DC accumulators, L and D of the lane's two rows in registers) and walks
+// the key blocks of B up to the diagonal (K and V staged as in the forward). Per 16-key tile nt:
 //   S = Q Kᵀ, dP = dO Vᵀ; P = exp2(S scale log2 e - L), dS = P ∘ (dP - D) scale to an f16 A
 //   matrix; dQ += dS K.
-// Workgroup storage: bwd_kv Q and dO 2 x 64 x (64 + 8) f16 + L and D 2 x 64 f32 = 18944 bytes;
-// bwd_q K and V 2 x 64 x (64 + 8) f16 = 18432 bytes.
+// Workgroup storage: bwd_kv Q and dO 2 x B x (D + 8) f16 + L and D 2 x B f32 (18944 bytes at D =
+// B = 64, 35328 at D = 128); bwd_q K and V 2 x B x (D + 8) f16 (18432, 34816). Registers a lane
+// in bwd_kv: K and V 4 DC, dK and dV 16 DC, the prefetch B D / 32: at D = 128 the first two take
+// 192, which is why that build does not prefetch.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
-// Defined by build.rs: KV (1: bwd_kv, 0: bwd_q); MASK, MASK_BINDING and EMULATE_COOPMAT as for
-// the forward.
+// Defined by build.rs: KV (1: bwd_kv, 0: bwd_q); HEAD_D, BLOCK (B), PREFETCH; MASK, MASK_BINDING
+// and EMULATE_COOPMAT as for the forward.
 #include "coop_vk_common.glsl"
 
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
@@ -50,8 +56,10 @@ layout(set = 0, binding = 8, std430) buffer DvBuf { f16vec2 dv2[]; };
 layout(set = 0, binding = 7, std430) buffer DqBuf { f16vec2 dq2[]; };
 #endif
 
-const uint B = 64;                // rows (bwd_kv) or keys (bwd_q) a staged block
-const uint LOADS = B * D4 / 128;  // f16vec4 of each staged tensor an invocation moves a block: 8
+const uint B = BLOCK;             // rows (bwd_kv) or keys (bwd_q) a staged block
+const uint NB = B / 16;           // 16-row (16-key) tiles a block
+const uint DC = D / 16;           // column tiles of D
+const uint LOADS = B * D4 / 128;  // f16vec4 of each staged tensor an invocation moves a block: 8 at B = D = 64
 
 // bwd_kv: Q and dO of a block of rows; bwd_q: K and V of a block of keys. [row][KP4].
 shared f16vec4 xs[B * KP4];
@@ -79,17 +87,17 @@ void main() {
 #if KV
     // wg.y is a K/V head; its kv_group query heads are walked in turn into the same accumulators.
     const uint kvh = params.head_offset / params.kv_group + gl_WorkGroupID.y;
-    const uint j0 = gl_WorkGroupID.x * B;  // the workgroup's first key
+    const uint j0 = gl_WorkGroupID.x * 64u;  // the workgroup's first key
     const uint js = j0 + 16u * sg;         // this subgroup's first key
     const uint kvb = kvh * nk * D4;        // this head's K/V, in f16vec4
 
     // This subgroup's 16 keys of K and V as A matrices, straight from device memory (K and V are
     // padded by 128 rows past the last head; keys past M are masked).
-    MATA ka[4];
-    MATA va[4];
-    ACC dk[4];
-    ACC dv[4];
-    [[unroll]] for (uint c = 0; c < 4; c++) {
+    MATA ka[DC];
+    MATA va[DC];
+    ACC dk[DC];
+    ACC dv[DC];
+    [[unroll]] for (uint c = 0; c < DC; c++) {
         coopMatLoad(ka[c], k4, kvb + js * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
         coopMatLoad(va[c], v4, kvb + js * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
         dk[c] = ACC_ZERO;
@@ -104,25 +112,38 @@ void main() {
     for (uint r = 0; r < params.kv_group; r++) {
         const uint head = kvh * params.kv_group + r;
         const uint qb = head * n * D4;  // this head's Q and dO, in f16vec4 (padded like Q)
-        // The first block into registers; invocations 0 .. 63 also carry a row's L and D.
+        // The first block into registers (with PREFETCH; else each block as it is staged);
+        // invocations 0 .. B - 1 also carry a row's L and D.
         f16vec4 pq[LOADS];
         f16vec4 pg[LOADS];
-        FETCH_BLOCK(pq, pg, q4, g4, qb, first)
         float pl = uintBitsToFloat(0x7f800000u);
         float pd = 0.0;
+#if PREFETCH
+        FETCH_BLOCK(pq, pg, q4, g4, qb, first)
         if (t < B && first + t < n) {
             pl = lse[head * n + first + t];
             pd = delta[head * n + first + t];
         }
+#endif
         for (uint i0 = first; i0 < n; i0 += B) {
-            // 1. Stage this block of rows; prefetch the next one.
+            // 1. Stage this block of rows; with PREFETCH, load the next one into registers.
             barrier();
+#if !PREFETCH
+            FETCH_BLOCK(pq, pg, q4, g4, qb, i0)
+            pl = uintBitsToFloat(0x7f800000u);
+            pd = 0.0;
+            if (t < B && i0 + t < n) {
+                pl = lse[head * n + i0 + t];
+                pd = delta[head * n + i0 + t];
+            }
+#endif
             STAGE_BLOCK(xs, ys, pq, pg)
             if (t < B) {
                 ls[t] = pl;
                 ds[t] = pd;
             }
             barrier();
+#if PREFETCH
             if (i0 + B < n) {
                 FETCH_BLOCK(pq, pg, q4, g4, qb, i0 + B)
                 pl = uintBitsToFloat(0x7f800000u);
@@ -132,18 +153,19 @@ void main() {
                     pd = delta[head * n + i0 + B + t];
                 }
             }
+#endif
             // No row of the block sees this subgroup's keys: skip it.
             SKIP_BLOCK_IF(causal && int(i0 + B - 1u) + off < int(js));
             // Masks needed: keys past M, rows past N, or the block crosses the diagonal.
             const bool edge = MASK != 0 || js + 16u > nk || i0 + B > n
                 || (causal && int(js + 15u) > int(i0) + off);
 
-            [[unroll]] for (uint nt = 0; nt < 4; nt++) {
+            [[unroll]] for (uint nt = 0; nt < NB; nt++) {
                 // 2. Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for rows 16nt .. of the block (Qᵀ, dOᵀ read
                 //    column-major from the staged rows).
                 ACC st = ACC_ZERO;
                 ACC dpt = ACC_ZERO;
-                [[unroll]] for (uint c = 0; c < 4; c++) {
+                [[unroll]] for (uint c = 0; c < DC; c++) {
                     MATB qm;
                     MATB gm;
                     coopMatLoad(qm, xs, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutColumnMajor);
@@ -170,7 +192,7 @@ void main() {
                     dsa[A_OF(i)] = float16_t(p * (dpt[i] * z - ds[rl]) * scale);
                 }
                 // 4. dV += Pᵀ dO, dK += dSᵀ Q (dO and Q rows 16nt .. read row-major).
-                [[unroll]] for (uint c = 0; c < 4; c++) {
+                [[unroll]] for (uint c = 0; c < DC; c++) {
                     MATB gm;
                     MATB qm;
                     coopMatLoad(gm, ys, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutRowMajor);
@@ -183,7 +205,7 @@ void main() {
     }
 
     // dK and dV of this subgroup's keys, two columns a store (keys past M are not written).
-    [[unroll]] for (uint c = 0; c < 4; c++) {
+    [[unroll]] for (uint c = 0; c < DC; c++) {
         [[unroll]] for (uint i = 0; i < 8; i += 2) {
             const uint key = js + frag_row(i);
             if (key < nk) {
@@ -195,16 +217,16 @@ void main() {
     }
 #else
     const uint head = params.head_offset + gl_WorkGroupID.y;
-    const uint i0 = gl_WorkGroupID.x * B;  // the workgroup's first row
+    const uint i0 = gl_WorkGroupID.x * 64u;  // the workgroup's first row
     const uint r0 = i0 + 16u * sg;         // this subgroup's first row
     const uint qb = head * n * D4;         // this head's Q and dO (padded by 128 rows)
     const uint kvb = (head / params.kv_group) * nk * D4;
 
     // This subgroup's 16 rows of Q and dO as A matrices; L and D of this lane's two rows.
-    MATA qa[4];
-    MATA ga[4];
-    ACC dq[4];
-    [[unroll]] for (uint c = 0; c < 4; c++) {
+    MATA qa[DC];
+    MATA ga[DC];
+    ACC dq[DC];
+    [[unroll]] for (uint c = 0; c < DC; c++) {
         coopMatLoad(qa[c], q4, qb + r0 * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
         coopMatLoad(ga[c], g4, qb + r0 * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
         dq[c] = ACC_ZERO;
@@ -220,28 +242,35 @@ void main() {
     // The keys any row of the workgroup may see (all M, or up to the causal diagonal).
     uint kv_end = nk;
     if (causal) {
-        kv_end = uint(clamp(int(i0 + B) + off, 0, int(nk)));
+        kv_end = uint(clamp(int(i0 + 64u) + off, 0, int(nk)));
     }
     f16vec4 pk[LOADS];
     f16vec4 pv[LOADS];
+#if PREFETCH
     FETCH_BLOCK(pk, pv, k4, v4, kvb, 0u)
+#endif
     for (uint j0 = 0; j0 < kv_end; j0 += B) {
-        // 1. Stage this block of keys; prefetch the next one.
+        // 1. Stage this block of keys; with PREFETCH, load the next one into registers.
         barrier();
+#if !PREFETCH
+        FETCH_BLOCK(pk, pv, k4, v4, kvb, j0)
+#endif
         STAGE_BLOCK(xs, ys, pk, pv)
         barrier();
+#if PREFETCH
         if (j0 + B < kv_end) {
             FETCH_BLOCK(pk, pv, k4, v4, kvb, j0 + B)
         }
+#endif
         // Every key of the block lies above this subgroup's rows: skip it.
         SKIP_BLOCK_IF(causal && int(j0) > int(r0 + 15u) + off);
         const bool edge = MASK != 0 || j0 + B > nk || (causal && int(j0 + B - 1u) > int(r0) + off);
 
-        [[unroll]] for (uint nt = 0; nt < 4; nt++) {
+        [[unroll]] for (uint nt = 0; nt < NB; nt++) {
             // 2. S = Q Kᵀ and dP = dO Vᵀ for keys 16nt .. of the block.
             ACC s = ACC_ZERO;
             ACC dp = ACC_ZERO;
-            [[unroll]] for (uint c = 0; c < 4; c++) {
+            [[unroll]] for (uint c = 0; c < DC; c++) {
                 MATB kb;
                 MATB vb;
                 coopMatLoad(kb, xs, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutColumnMajor);
@@ -266,7 +295,7 @@ void main() {
                 dsa[A_OF(i)] = float16_t(p * (dp[i] * z - dr[h]) * scale);
             }
             // 4. dQ += dS K (K rows 16nt .. read row-major).
-            [[unroll]] for (uint c = 0; c < 4; c++) {
+            [[unroll]] for (uint c = 0; c < DC; c++) {
                 MATB kb;
                 coopMatLoad(kb, xs, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutRowMajor);
                 dq[c] = coopMatMulAdd(dsa, kb, dq[c]);
@@ -275,7 +304,7 @@ void main() {
     }
 
     // dQ of this subgroup's rows, two columns a store.
-    [[unroll]] for (uint c = 0; c < 4; c++) {
+    [[unroll]] for (uint c = 0; c < DC; c++) {
         [[unroll]] for (uint i = 0; i < 8; i += 2) {
             const uint row = r0 + frag_row(i);
             if (row < n) {

@@ -205,9 +205,9 @@ fn every_spirv_module_passes_a_current_validator() {
     let dir = std::env::temp_dir().join(format!("attn-wgpu-spirv-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let modules = tiled_coop_vk::spirv_modules();
-    // 2 builds x (24 forward: 16 at D = 64, inference's 4 at D = 128 and 256; 8 backward; the
-    // layout probe; the matrix probe; 6 products).
-    assert_eq!(modules.len(), 80);
+    // 2 builds x (28 forward: 16 at D = 64, 8 at D = 128, inference's 4 at D = 256; 16
+    // backward, 8 at D = 64 and 128; the layout probe; the matrix probe; 6 products).
+    assert_eq!(modules.len(), 104);
     for (name, spirv) in modules {
         let path = dir.join(format!("{name}.spv"));
         std::fs::write(&path, spirv).unwrap();
@@ -268,10 +268,15 @@ fn every_refusal_names_its_reason() {
         "{}",
         refusal(&q, &h200())
     );
-    // The wide heads' forward runs; their backward is refused (D = 64 only).
-    q.head_dim = 128;
+    // The wide heads' forward runs; the backward at D = 256 is refused.
+    q.head_dim = 256;
+    assert!(variants::plan("tiled-coop-vk", &q, &h200()).is_ok());
     q.backward = true;
-    assert!(refusal(&q, &h200()).contains("compiled for D = 64 only (got --head-dim 128)"));
+    let e = refusal(&q, &h200());
+    assert!(
+        e.contains("compiled for D = 64, 128 (got --head-dim 256)"),
+        "{e}"
+    );
     let mut q = problem();
     q.dtype = DType::BF16;
     assert!(refusal(&q, &h200()).contains("bf16"));
@@ -421,20 +426,32 @@ fn workgroup_memory_is_read_from_the_spirv() {
             );
         }
     }
-    // The backward passes: Q, dO, L and D staged (bwd_kv), K and V (bwd_q).
-    for (build, extra) in [(Build::Device, 0), (Build::Emulated, 8704)] {
-        let kv = tiled_coop_vk::bwd_shader(&problem(), true, build);
-        let q = tiled_coop_vk::bwd_shader(&problem(), false, build);
-        assert_eq!(
-            kernels::workgroup_bytes(&kv, "main", &[]),
-            Some(18944 + extra)
-        );
-        assert_eq!(
-            kernels::workgroup_bytes(&q, "main", &[]),
-            Some(18432 + extra)
+    // The backward passes: Q, dO, L and D staged (bwd_kv), K and V (bwd_q); blocks of 64 at
+    // D = 64 and 128 on the device, of 32 at D = 128 emulated.
+    for (d, build, kv_bytes, q_bytes) in [
+        (64, Build::Device, 18944, 18432),
+        (64, Build::Emulated, 18944 + 8704, 18432 + 8704),
+        (128, Build::Device, 35328, 34816),
+        (128, Build::Emulated, 17664 + 8704, 17408 + 8704),
+    ] {
+        let mut p = problem();
+        p.head_dim = d;
+        let kv = tiled_coop_vk::bwd_shader(&p, true, build);
+        let q = tiled_coop_vk::bwd_shader(&p, false, build);
+        assert_eq!(kernels::workgroup_bytes(&kv, "main", &[]), Some(kv_bytes));
+        assert_eq!(kernels::workgroup_bytes(&q, "main", &[]), Some(q_bytes));
+        let shape = tiled_coop_vk::bwd_shape(d, build).unwrap();
+        assert_eq!(tiled_coop_vk::bwd_storage(&shape, true, build), kv_bytes);
+        assert_eq!(tiled_coop_vk::bwd_storage(&shape, false, build), q_bytes);
+        assert!(
+            kv_bytes
+                <= if build == Build::Device {
+                    48 << 10
+                } else {
+                    32 << 10
+                }
         );
     }
-    assert_eq!(tiled_coop_vk::BWD_STORAGE, 18944);
     // Not SPIR-V at all.
     assert_eq!(kernels::spirv_workgroup_bytes(b"not spir-v at all"), None);
 }
@@ -571,11 +588,27 @@ fn the_wide_heads_pass_on_emulated_matrices() {
         p.causal_align = CausalAlign::BottomRight;
         p.dropout = 0.25;
         emulated_passes_with(&p, 1);
-        // Training: the L-writing build, then the backward's refusal above D = 64.
-        let mut p = wide(1, 1, 33, true);
+        // Training: the L-writing build and the backward passes at D = 128 (causal across
+        // blocks; GQA with N < M and dropout); refused at D = 256.
+        let mut p = wide(1, 2, 70, true);
         p.backward = true;
-        let e = variants::tiled::build_coop_vk_emulated(&p, &common::gpu().caps, 1).unwrap_err();
-        assert!(e.contains("D = 64 only"), "{e}");
+        if d == 128 {
+            emulated_passes_with(&p, 1);
+            let mut p = wide(1, 4, 40, true);
+            p.kv_heads = 2;
+            p.kv_seq = 75;
+            p.causal_align = CausalAlign::BottomRight;
+            p.dropout = 0.2;
+            p.backward = true;
+            emulated_passes_with(&p, 1);
+        } else {
+            let e =
+                variants::tiled::build_coop_vk_emulated(&p, &common::gpu().caps, 1).unwrap_err();
+            assert!(
+                e.contains("compiled for D = 64, 128 (got --head-dim 256)"),
+                "{e}"
+            );
+        }
     }
     let mut p = f16(2, 2, 48, false);
     p.head_dim = 128;

@@ -3,7 +3,7 @@
 //! by build.rs (glslang) and handed to Vulkan through wgpu's `PASSTHROUGH_SHADERS`. Vulkan only,
 //! f16, D = 64, 128 and 256 (one build each: tiled_coop_vk_shapes.rs, [`shape`]), causal or not,
 //! grouped-query attention, training (it writes L for this file's own backward passes,
-//! shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`], D = 64 only), mask bias (bool / float masks, key
+//! shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`], D = 64 and 128), mask bias (bool / float masks, key
 //! padding), dropout.
 //!
 //! wgpu 30's WGSL cooperative matrices have no element access, which is why `tiled-coop` sends
@@ -67,7 +67,7 @@ pub fn rows(p: &Problem) -> u32 {
 /// The N from which [`rows`] takes two 16-row tiles a subgroup.
 pub const ROWS2_FROM: u32 = 2048;
 /// Workgroup storage of the D = 64 forward: K and V staged, 2 x 64 x (64 + 8) f16 (the kernel's
-/// header), whatever ROWS; the backward passes stage as much ([`BWD_STORAGE`]).
+/// header), whatever ROWS.
 pub const STORAGE_D64: u64 = FORWARD_DEVICE[0].storage();
 
 const SOURCE: &str = include_str!("../../shaders/tiled_coop_vk.comp");
@@ -96,9 +96,6 @@ pub(crate) fn tail(build: Build) -> &'static str {
         Build::Emulated => "_emu",
     }
 }
-/// Workgroup storage of the backward passes: bwd_kv stages Q and dO (2 x 64 x (D + 8) f16) and
-/// the rows' L and D (2 x 64 f32); bwd_q stages K and V as the forward does.
-pub const BWD_STORAGE: u64 = STORAGE_D64 + 2 * 64 * 4;
 /// Workgroup storage the emulation adds (shaders/coopmat_emu.glsl's header): the operands of four
 /// subgroups' products and the shuffle slots, 2 x 4 x 256 + 128 f32.
 pub const EMU_STORAGE: u64 = (2 * 4 * 256 + 128) * 4;
@@ -139,15 +136,11 @@ pub fn shader(p: &Problem, build: Build, rows: u32) -> Shader {
     }
 }
 
-/// A backward pass for `p`: `kv` (dK, dV) or dQ, with a mask bias bound last and dropout where
-/// `p` has them.
+/// A backward pass for `p` (its head dimension's build, [`bwd_shape`]): `kv` (dK, dV) or dQ, with
+/// a mask bias bound last and dropout where `p` has them. The caller has run [`check_backward`].
 pub fn bwd_shader(p: &Problem, kv: bool, build: Build) -> Shader {
-    let (tag, spirv) = spirv(&format!(
-        "tiled_coop_vk_bwd_{}{}{}",
-        if kv { "kv" } else { "q" },
-        options(p),
-        tail(build)
-    ));
+    let shape = bwd_shape(p.head_dim, build).unwrap_or_else(|e| panic!("{e}"));
+    let (tag, spirv) = spirv(&format!("{}{}", shape.module(kv, &options(p)), tail(build)));
     Shader {
         file: "tiled_coop_vk_bwd.comp",
         source: BWD_SOURCE,
@@ -284,8 +277,9 @@ fn check_problem(
     f16_only(p)?;
     let shape = shape(p.head_dim, build)?;
     if p.backward {
-        // Training needs the L-writing build, which only the backward's head dimension has.
-        bwd_head_dim(p)?;
+        // Training needs the L-writing build, which only the head dimensions with a backward
+        // have.
+        bwd_shape(p.head_dim, build)?;
     }
     if !shape.rows.contains(&rows) {
         return Err(format!(
@@ -318,27 +312,39 @@ pub fn attention(
     super::tiled::fused_dispatch(p, caps, shader, vec![], &tile(shape, rows))
 }
 
-/// The one head dimension the backward passes are compiled for.
-pub const BWD_HEAD_DIM: u32 = 64;
-
-fn bwd_head_dim(p: &Problem) -> Result<(), String> {
-    if p.head_dim != BWD_HEAD_DIM {
-        return Err(format!(
-            "the backward (tiled_coop_vk_bwd.comp) is compiled for D = {BWD_HEAD_DIM} only (got \
-             --head-dim {})",
-            p.head_dim
-        ));
-    }
-    Ok(())
+/// The backward's build for `head_dim` (BACKWARD_DEVICE or BACKWARD_EMULATED), or why there is
+/// none.
+pub fn bwd_shape(head_dim: u32, build: Build) -> Result<BackwardShape, String> {
+    let shapes = match build {
+        Build::Device => &BACKWARD_DEVICE,
+        Build::Emulated => &BACKWARD_EMULATED,
+    };
+    shapes
+        .iter()
+        .find(|s| s.d == head_dim)
+        .copied()
+        .ok_or_else(|| {
+            let ds: Vec<String> = shapes.iter().map(|s| s.d.to_string()).collect();
+            format!(
+                "the backward (tiled_coop_vk_bwd.comp) is compiled for D = {} (got --head-dim \
+                 {head_dim})",
+                ds.join(", ")
+            )
+        })
 }
 
-/// Rows (bwd_kv) or keys (bwd_q) of a staged block of the backward, and keys (bwd_kv) or rows
-/// (bwd_q) a workgroup owns.
-const BWD_BLOCK: u64 = 64;
+/// Workgroup storage a backward pass of `build` declares at `shape` (bwd_kv's is the larger).
+pub fn bwd_storage(shape: &BackwardShape, kv: bool, build: Build) -> u64 {
+    shape.storage(kv) + emulation_bytes(build)
+}
+
+/// Keys (bwd_kv) or rows (bwd_q) a workgroup of the backward owns: 16 for each of its four
+/// subgroups, whatever the staged block.
+const BWD_OWN: u64 = 64;
 
 /// `bwd_kv` (dK, dV; a workgroup per 64 keys of a K/V head, its group's query heads in turn) or
 /// `bwd_q` (dQ; a workgroup per 64 rows of a head), after `tiled_bwd::bwd_dot`. The caller has
-/// run [`check`] (f16) and [`check_backward`] (D = 64).
+/// run [`check`] (f16) and [`check_backward`] (a build at this D).
 pub fn bwd_pass(
     p: &Problem,
     caps: &AdapterCaps,
@@ -353,40 +359,43 @@ pub fn bwd_pass(
     );
     let bh = p.bh();
     let pairs = p.allowed_pairs_per_head();
+    let b = bwd_shape(p.head_dim, build)?.block as u64;
     // Staged blocks a workgroup walks, per head: bwd_kv from the first row block that sees its
     // keys to N, bwd_q up to the causal end of its rows.
     let (owned, walked) = if kv {
-        let walked: u64 = (0..m.div_ceil(BWD_BLOCK))
+        let walked: u64 = (0..m.div_ceil(BWD_OWN))
             .map(|kb| {
                 let first = if p.causal {
-                    ((kb * BWD_BLOCK) as i64 - p.causal_offset()).clamp(0, n as i64) as u64
+                    ((kb * BWD_OWN) as i64 - p.causal_offset()).clamp(0, n as i64) as u64
                 } else {
                     0
                 };
-                n.div_ceil(BWD_BLOCK) - first / BWD_BLOCK
+                n.div_ceil(b) - first / b
             })
             .sum();
-        (m.div_ceil(BWD_BLOCK), walked)
+        (m.div_ceil(BWD_OWN), walked)
     } else {
-        let walked: u64 = (0..n.div_ceil(BWD_BLOCK))
+        let walked: u64 = (0..n.div_ceil(BWD_OWN))
             .map(|qb| {
-                let last = n.min((qb + 1) * BWD_BLOCK) - 1;
-                p.keys_for_row(last).div_ceil(BWD_BLOCK)
+                let last = n.min((qb + 1) * BWD_OWN) - 1;
+                p.keys_for_row(last).div_ceil(b)
             })
             .sum();
-        (n.div_ceil(BWD_BLOCK), walked)
+        (n.div_ceil(BWD_OWN), walked)
     };
-    let block_bytes = BWD_BLOCK * d * e * 2;
+    let block_bytes = b * d * e * 2;
     let (name, grid_y, reads, writes, products, note) = if kv {
         (
             "bwd_kv",
             check_grid("B*Hkv", p.batch as u64 * p.kv_heads as u64, caps)?,
-            2 * p.kv_bytes() + bh * walked * (block_bytes + BWD_BLOCK * 8),
+            2 * p.kv_bytes() + bh * walked * (block_bytes + b * 8),
             2 * p.kv_bytes(),
             4,
-            "dK, dV on cooperative matrices, P and dS in registers: a workgroup per 64 keys walks \
-             the query blocks of 64 (from the diagonal when causal); per 16 rows Sᵀ, dPᵀ, dV += \
-             Pᵀ dO, dK += dSᵀ Q",
+            format!(
+                "dK, dV on cooperative matrices, P and dS in registers: a workgroup per 64 keys \
+                 walks the query blocks of {b} (from the diagonal when causal); per 16 rows Sᵀ, \
+                 dPᵀ, dV += Pᵀ dO, dK += dSᵀ Q"
+            ),
         )
     } else {
         (
@@ -395,8 +404,10 @@ pub fn bwd_pass(
             2 * p.qkv_bytes() + bh * n * 8 + bh * walked * block_bytes,
             p.qkv_bytes(),
             3,
-            "dQ on cooperative matrices, dS in registers: a workgroup per 64 rows walks the key \
-             blocks of 64 (up to the diagonal when causal); per 16 keys S, dP, dQ += dS K",
+            format!(
+                "dQ on cooperative matrices, dS in registers: a workgroup per 64 rows walks the \
+                 key blocks of {b} (up to the diagonal when causal); per 16 keys S, dP, dQ += dS K"
+            ),
         )
     };
     let grid_x = check_grid(
@@ -424,14 +435,13 @@ pub fn bwd_pass(
         // No adapter with a loop cap offers cooperative matrices: one iteration per walked key
         // or row and 16 columns of D, unmeasured.
         loop_iters: p.seq.max(p.kv_seq) as u64 * d.div_ceil(16) + 64,
-        note: note.into(),
+        note,
     })
 }
 
 /// Why the backward passes cannot run here, if they cannot (beyond [`check`]).
 pub fn check_backward(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
-    bwd_head_dim(p)?;
-    let need = BWD_STORAGE + emulation_bytes(build);
+    let need = bwd_storage(&bwd_shape(p.head_dim, build)?, true, build);
     if need > caps.max_workgroup_storage as u64 {
         return Err(format!(
             "the backward (tiled_coop_vk_bwd.comp) needs {need} bytes of workgroup storage, this \

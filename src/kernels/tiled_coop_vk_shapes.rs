@@ -1,11 +1,12 @@
 // tiled_coop_vk_shapes.rs — the builds of shaders/tiled_coop_vk.comp (the `tiled-coop-vk`
-// forward), one per head dimension: included both by build.rs, which compiles them, and by
-// src/kernels/tiled_coop_vk.rs, which picks one, so that the two cannot disagree.
+// forward) and shaders/tiled_coop_vk_bwd.comp (its backward passes), one per head dimension:
+// included both by build.rs, which compiles them, and by src/kernels/tiled_coop_vk.rs, which picks
+// one, so that the two cannot disagree.
 
 /// One build of the forward at one head dimension: keys a block (BC), whether the next block is
 /// loaded into registers while this one is computed (PREFETCH), the ROWS (16-row tiles a
 /// subgroup) it is compiled for, and whether it has training builds (LSE: also writes L), which
-/// only a head dimension with a backward pass (tiled_coop_vk_bwd.comp, D = 64) needs.
+/// only a head dimension with a backward build (BACKWARD_DEVICE) needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForwardShape {
     pub d: u32,
@@ -39,7 +40,7 @@ impl ForwardShape {
 /// registers a lane there).
 pub const FORWARD_DEVICE: [ForwardShape; 3] = [
     ForwardShape { d: 64, bc: 64, prefetch: true, rows: &[1, 2], training: true },
-    ForwardShape { d: 128, bc: 64, prefetch: true, rows: &[1], training: false },
+    ForwardShape { d: 128, bc: 64, prefetch: true, rows: &[1], training: true },
     ForwardShape { d: 256, bc: 32, prefetch: false, rows: &[1], training: false },
 ];
 
@@ -48,6 +49,49 @@ pub const FORWARD_DEVICE: [ForwardShape; 3] = [
 /// every loop count but BC's in the test.
 pub const FORWARD_EMULATED: [ForwardShape; 3] = [
     ForwardShape { d: 64, bc: 64, prefetch: true, rows: &[1, 2], training: true },
-    ForwardShape { d: 128, bc: 32, prefetch: true, rows: &[1], training: false },
+    ForwardShape { d: 128, bc: 32, prefetch: true, rows: &[1], training: true },
     ForwardShape { d: 256, bc: 16, prefetch: false, rows: &[1], training: false },
+];
+
+/// One build of the backward passes at one head dimension: rows (bwd_kv) or keys (bwd_q) a staged
+/// block (BLOCK), and whether the next block is prefetched into registers (PREFETCH). A
+/// workgroup owns 64 keys (bwd_kv) or 64 rows (bwd_q) whatever the block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackwardShape {
+    pub d: u32,
+    pub block: u32,
+    pub prefetch: bool,
+}
+
+impl BackwardShape {
+    /// Workgroup storage: two staged f16 tiles of BLOCK x (D + 8), and in bwd_kv the rows' L and
+    /// D (2 x BLOCK f32).
+    pub const fn storage(&self, kv: bool) -> u64 {
+        2 * self.block as u64 * (self.d as u64 + 8) * 2 + if kv { 2 * self.block as u64 * 4 } else { 0 }
+    }
+
+    /// The module's name (build.rs adds `_emu` to the emulated build's).
+    pub fn module(&self, kv: bool, options: &str) -> String {
+        format!(
+            "tiled_coop_vk_bwd_d{}_b{}{}_{}{options}",
+            self.d,
+            self.block,
+            if self.prefetch { "" } else { "_np" },
+            if kv { "kv" } else { "q" }
+        )
+    }
+}
+
+/// The device builds of the backward: D = 64 with blocks of 64 prefetched; D = 128 with blocks of
+/// 64 and no prefetch (K and V as A matrices and dK, dV as accumulators take 192 registers a lane
+/// in bwd_kv there). D = 256 has none (those four alone would take 384).
+pub const BACKWARD_DEVICE: [BackwardShape; 2] = [
+    BackwardShape { d: 64, block: 64, prefetch: true },
+    BackwardShape { d: 128, block: 64, prefetch: false },
+];
+
+/// The emulated builds of the backward (lavapipe's 32 KiB beside the emulation's 8704 bytes).
+pub const BACKWARD_EMULATED: [BackwardShape; 2] = [
+    BackwardShape { d: 64, block: 64, prefetch: true },
+    BackwardShape { d: 128, block: 32, prefetch: false },
 ];
