@@ -362,3 +362,41 @@ fn tiled_backward_passes_at_every_head_dim_random_cases() {
         failures.join("\n")
     );
 }
+
+#[test]
+fn the_small_tiles_prefetch_knob_keeps_every_gradient() {
+    // `--override PREFETCH=1` (tiled_bwd_wide.wgsl: the next Q/dO or K/V block loaded into
+    // registers while this one is computed) must not change what the small tiles compute: GQA,
+    // N != M bottom-right (a first row block that is not 0, several query heads a K/V head walks
+    // in turn), dropout, at the three head dimensions whose tiles are small here.
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    for d in [64u32, 128, 256] {
+        let mut p = Problem::new(1, 4, 21, d, true, 11);
+        p.kv_heads = 2;
+        p.kv_seq = 29;
+        p.causal_align = attn_wgpu::problem::CausalAlign::BottomRight;
+        p.dropout = 0.2;
+        p.backward = true;
+        p.overrides = vec![("PREFETCH".into(), 1.0)];
+        let plan = attn_wgpu::variants::plan("tiled", &p, &gpu.caps).unwrap();
+        for name in ["bwd_kv", "bwd_q"] {
+            let dispatch = plan.dispatches.iter().find(|x| x.name == name).unwrap();
+            let set = dispatch.overrides.iter().find(|(k, _)| k == "PREFETCH");
+            // On an adapter whose backward takes the 32 x 32 tile at D = 64, that kernel has no
+            // such knob; lavapipe's 32 KiB takes the small ones everywhere.
+            if attn_wgpu::kernels::tiled_bwd::Tile::for_problem(&p, &gpu.caps)
+                .unwrap()
+                .wide()
+            {
+                assert_eq!(set.map(|x| x.1), Some(1.0), "D {d} {name}");
+            }
+        }
+        let x = Inputs::generate(&p);
+        let r = run_variant(gpu, &mut runner, &p, &x, "tiled", SCHED, false).unwrap();
+        assert_eq!(r.validation.unwrap().verdict, Verdict::Pass, "D {d}");
+        for g in &r.training.unwrap().grads {
+            assert_eq!(g.verdict, Verdict::Pass, "D {d} {}: {g:?}", g.tensor);
+        }
+    }
+}
