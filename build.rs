@@ -22,8 +22,9 @@ struct Glsl {
 /// Every SPIR-V module, each kernel in two builds: on the device's cooperative matrices, and on
 /// shaders/coopmat_emu.glsl (EMULATE_COOPMAT = 1, name suffix `_emu`), which the tests run on
 /// lavapipe (src/kernels/tiled_coop_vk.rs, `Build::Emulated`).
-/// - tiled_coop_vk.comp `tiled_coop_vk_d{D}_b{BC}[_np]_r{ROWS}[_lse][_mask][_drop]`: the head
-///   dimension, key block and prefetch of each build (src/kernels/tiled_coop_vk_shapes.rs), one
+/// - tiled_coop_vk.comp `tiled_coop_vk[_bf16]_d{D}_b{BC}[_np]_r{ROWS}[_lse][_mask][_drop]`: bf16
+///   storage (BF16, inference only) or f16, the head dimension, key block and prefetch of each
+///   build (src/kernels/tiled_coop_vk_shapes.rs), one
 ///   or two 16-row tiles a subgroup (ROWS), training (LSE: also writes L), a mask bias (MASK,
 ///   bound after the plan's other buffers: binding 5, or 6 with L), dropout (DROPOUT);
 /// - tiled_coop_vk_bwd.comp `tiled_coop_vk_bwd_d{D}_b{BLOCK}[_np]_{kv,q}[_mask][_drop]`: the
@@ -32,7 +33,7 @@ struct Glsl {
 /// - gemm_coop_vk.comp `gemm_coop_vk_{qk,pv}_d{64,128,256}`: `unfused-coop`'s S = Q·Kᵀ and
 ///   O = P·V at three head dimensions (HEAD_D);
 /// - probe_coop.comp `probe_coop`: `probe`'s f16 matrix-unit peak;
-/// - coop_layout_probe.comp `coop_layout_probe`.
+/// - coop_layout_probe.comp `coop_layout_probe`, and on the device `coop_layout_probe_bf16`.
 fn flag(on: bool, name: &'static str) -> &'static str {
     if on {
         name
@@ -67,13 +68,15 @@ fn modules() -> Vec<Glsl> {
         };
         for shape in shapes {
             for &rows in shape.rows {
-                for lse in [false, true] {
+                // bf16: inference only (the backward passes are f16).
+                for (bf16, lse) in [(false, false), (false, true), (true, false)] {
                     if lse && !shape.training {
                         continue;
                     }
                     for (mask, drop) in opts {
-                        let name = shape.module(rows, lse, &options(mask, drop));
+                        let name = shape.module(bf16, rows, lse, &options(mask, drop));
                         let defines = vec![
+                            ("BF16", (bf16 as u8).to_string()),
                             ("HEAD_D", shape.d.to_string()),
                             ("BC", shape.bc.to_string()),
                             ("PREFETCH", (shape.prefetch as u8).to_string()),
@@ -123,6 +126,14 @@ fn modules() -> Vec<Glsl> {
             "coop_layout_probe".into(),
             vec![],
         ));
+        if !emu {
+            // The bf16 A operand's layout (the device's bf16 builds assume the f16 one's).
+            all.push(base(
+                "coop_layout_probe.comp",
+                "coop_layout_probe_bf16".into(),
+                vec![("BF16", "1".into())],
+            ));
+        }
     }
     all
 }

@@ -6,7 +6,9 @@
 // so each element read back names its own coordinates. Lane l writes 18 floats at 18l: the two
 // `length()`s, then up to 8 accumulator elements and up to 8 A elements (-1 past the length).
 // With EMULATE_COOPMAT = 1 (build.rs) it runs on coopmat_emu.glsl instead: the tests' check of
-// the probe's plumbing (the emulation holds the assumed layout by construction).
+// the probe's plumbing (the emulation holds the assumed layout by construction). With BF16 = 1
+// (device build only) the A operand is bf16 (GL_EXT_bfloat16; 16r + c is exact in bf16 too): the
+// layout tiled_coop_vk.comp's bf16 builds assume.
 #version 450
 #if EMULATE_COOPMAT
 #extension GL_GOOGLE_include_directive : require
@@ -17,6 +19,12 @@
 #endif
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : require
+#if BF16
+#extension GL_EXT_bfloat16 : require
+#define AELEM bfloat16_t
+#else
+#define AELEM float16_t
+#endif
 
 layout(local_size_x = 32, local_size_y = 1, local_size_z = 1) in;
 
@@ -25,13 +33,13 @@ layout(local_size_x = 32, local_size_y = 1, local_size_z = 1) in;
 layout(set = 0, binding = 1, std430) buffer Out { float result[]; };
 
 shared float index_f32[256];
-shared float16_t index_f16[256];
+shared AELEM index_f16[256];
 
 #if EMULATE_COOPMAT
 #include "coopmat_emu.glsl"
 #else
 #define ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
-#define MATA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define MATA coopmat<AELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define LANE gl_SubgroupInvocationID
 #endif
 
@@ -39,7 +47,7 @@ void main() {
     const uint lane = LANE;
     for (uint e = lane; e < 256u; e += 32u) {
         index_f32[e] = float(e);
-        index_f16[e] = float16_t(e);
+        index_f16[e] = AELEM(float(e));
     }
     barrier();
     ACC c;

@@ -14,6 +14,36 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_control_flow_attributes : require
+#ifndef BF16
+#define BF16 0
+#endif
+#if BF16 && !EMULATE_COOPMAT
+#extension GL_EXT_bfloat16 : require
+#endif
+
+// The storage element of Q, K, V and O (ELEM, and the vectors ELEM2, ELEM4; the matrix operands'
+// element ELEM_MAT): f16, or with BF16 = 1 bf16 (GL_EXT_bfloat16 on the device; the emulated build
+// carries bf16 bits in f16 containers, coopmat_emu.glsl). TO_A(x): an f32 as an A-operand element,
+// rounded to the storage dtype (FlashAttention's single P); TO_ELEM2(a, b): two f32 as a stored
+// pair.
+#if BF16 && !EMULATE_COOPMAT
+#define ELEM bfloat16_t
+#define ELEM2 bf16vec2
+#define ELEM4 bf16vec4
+#define TO_A(x) bfloat16_t(x)
+#define TO_ELEM2(a, b) bf16vec2(vec2(a, b))
+#else
+#define ELEM float16_t
+#define ELEM2 f16vec2
+#define ELEM4 f16vec4
+#if BF16
+#define TO_A(x) emu_bf16(x)
+#define TO_ELEM2(a, b) emu_bf16_pair(a, b)
+#else
+#define TO_A(x) float16_t(x)
+#define TO_ELEM2(a, b) f16vec2(a, b)
+#endif
+#endif
 
 // shaders/common.wgsl's `Params`, field for field (std140: 20 scalars of 4 bytes).
 layout(set = 0, binding = 0, std140) uniform ParamsBlock {
@@ -71,8 +101,8 @@ const float LOG2E = 1.4426950408889634;
 #include "coopmat_emu.glsl"
 #else
 #define ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
-#define MATA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
-#define MATB coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+#define MATA coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define MATB coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define ACC_ZERO ACC(0.0)
 #define LANE gl_SubgroupInvocationID
 #define SUBGROUP gl_SubgroupID

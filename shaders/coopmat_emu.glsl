@@ -27,8 +27,37 @@
 // = 8704 bytes.
 
 #define ACC float[8]
+#if BF16
+// bf16 (BF16 = 1): an operand element is a bf16 value held in an f32 (exactly), wrapped so that
+// the overloads below tell it from an accumulator element; bf16 bits travel through the kernels'
+// f16 buffers and workgroup arrays as they are (f16 containers: loads and stores move the 16 bits,
+// and bf16 values of the test data are normal f16 patterns).
+struct EmuBf {
+    float v;
+};
+#define MATA EmuBf[8]
+#define MATB EmuBf[8]
+// An f32 rounded to bf16 (to nearest, ties to even), as an operand element.
+float emu_bf16_round(float x) {
+    const uint u = floatBitsToUint(x);
+    return uintBitsToFloat((u + 0x7FFFu + ((u >> 16u) & 1u)) & 0xFFFF0000u);
+}
+EmuBf emu_bf16(float x) {
+    return EmuBf(emu_bf16_round(x));
+}
+// Two f32 rounded to bf16, as the bits of a stored pair in an f16 container.
+f16vec2 emu_bf16_pair(float a, float b) {
+    return unpackFloat2x16((floatBitsToUint(emu_bf16_round(a)) >> 16u)
+        | (floatBitsToUint(emu_bf16_round(b)) & 0xFFFF0000u));
+}
+// The bf16 whose bits an f16 container holds.
+EmuBf emu_bf16_of(float16_t x) {
+    return EmuBf(uintBitsToFloat(packFloat2x16(f16vec2(x, float16_t(0.0))) << 16u));
+}
+#else
 #define MATA float16_t[8]
 #define MATB float16_t[8]
+#endif
 #define ACC_ZERO float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 #define LANE (gl_LocalInvocationIndex & 31u)
 #define SUBGROUP (gl_LocalInvocationIndex >> 5u)
@@ -41,15 +70,24 @@
 // the A operand's (f16) likewise; B operands (f16 too) are laid out as A ones, which no kernel sees
 // (they only load them and multiply).
 uvec2 emu_rc_of(float x, uint i) { return acc_rc(i); }
+#if BF16
+uvec2 emu_rc_of(EmuBf x, uint i) { return a_rc(i); }
+#else
 uvec2 emu_rc_of(float16_t x, uint i) { return a_rc(i); }
+#endif
 
 // Scalars and 4-vectors of the arrays a matrix is loaded from: their width, and component j.
 uint emu_width(float x) { return 1u; }
 uint emu_width(float16_t x) { return 1u; }
 uint emu_width(f16vec4 x) { return 4u; }
 float emu_comp(float x, uint j) { return x; }
+#if BF16
+EmuBf emu_comp(float16_t x, uint j) { return emu_bf16_of(x); }
+EmuBf emu_comp(f16vec4 x, uint j) { return emu_bf16_of(x[j]); }
+#else
 float16_t emu_comp(float16_t x, uint j) { return x; }
 float16_t emu_comp(f16vec4 x, uint j) { return x[j]; }
+#endif
 
 // coopMatLoad(M, array, element, stride, layout): element (r, c) at component
 // (element + r * stride) * width + c (row-major) or (element + c * stride) * width + r.
@@ -69,6 +107,16 @@ shared float emu_a[4 * 256];
 shared float emu_b[4 * 256];
 
 // D = A B + C for this lane's 8 elements of D.
+#if BF16
+float[8] coopMatMulAdd(EmuBf a[8], EmuBf b[8], float c[8]) {
+    const uint at = SUBGROUP * 256u;
+    barrier();  // the previous call's readers are done
+    [[dont_unroll]] for (uint i = 0u; i < 8u; i++) {
+        const uvec2 rc = a_rc(i);
+        emu_a[at + 16u * rc.x + rc.y] = a[i].v;
+        emu_b[at + 16u * rc.x + rc.y] = b[i].v;
+    }
+#else
 float[8] coopMatMulAdd(float16_t a[8], float16_t b[8], float c[8]) {
     const uint at = SUBGROUP * 256u;
     barrier();  // the previous call's readers are done
@@ -77,6 +125,7 @@ float[8] coopMatMulAdd(float16_t a[8], float16_t b[8], float c[8]) {
         emu_a[at + 16u * rc.x + rc.y] = float(a[i]);
         emu_b[at + 16u * rc.x + rc.y] = float(b[i]);
     }
+#endif
     barrier();
     float d[8];
     [[dont_unroll]] for (uint i = 0u; i < 8u; i++) {

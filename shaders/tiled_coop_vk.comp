@@ -1,8 +1,8 @@
 // tiled_coop_vk.comp — the `tiled-coop-vk` kernel: FlashAttention-2's forward on cooperative
 // matrices with the softmax in registers. GLSL with GL_KHR_cooperative_matrix, compiled to SPIR-V
 // at build time (build.rs, glslang) and handed to Vulkan through wgpu's PASSTHROUGH_SHADERS:
-// Vulkan only, f16 Q/K/V/O, D = 64, 128 or 256 (HEAD_D; src/kernels/tiled_coop_vk.rs says why
-// others are refused).
+// Vulkan only, f16 Q/K/V/O (or with BF16 = 1 bf16: coop_vk_common.glsl's ELEM), D = 64, 128 or
+// 256 (HEAD_D; src/kernels/tiled_coop_vk.rs says why others are refused).
 //
 // Why GLSL: wgpu 30's WGSL cooperative matrices have no element access, so `tiled-coop` must send
 // every 16 x 16 score tile through workgroup memory to compute its row maxima and sums, and every P
@@ -44,10 +44,10 @@
 
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
 
-layout(set = 0, binding = 1, std430) readonly buffer QBuf { float16_t q[]; };
-layout(set = 0, binding = 2, std430) readonly buffer KBuf { f16vec4 k4[]; };
-layout(set = 0, binding = 3, std430) readonly buffer VBuf { f16vec4 v4[]; };
-layout(set = 0, binding = 4, std430) buffer OBuf { f16vec2 o2[]; };
+layout(set = 0, binding = 1, std430) readonly buffer QBuf { ELEM q[]; };
+layout(set = 0, binding = 2, std430) readonly buffer KBuf { ELEM4 k4[]; };
+layout(set = 0, binding = 3, std430) readonly buffer VBuf { ELEM4 v4[]; };
+layout(set = 0, binding = 4, std430) buffer OBuf { ELEM2 o2[]; };
 #if LSE
 // shaders/tiled_lse.wgsl's L: m + log2(sum) in base 2, +inf for a row with no allowed key.
 layout(set = 0, binding = 5, std430) buffer LBuf { float lse[]; };
@@ -59,8 +59,8 @@ const uint KT = BC / 16;      // key tiles a block
 const uint DC = D / 16;       // column tiles of D
 const uint LOADS = BC * D4 / 128;  // f16vec4 of K (and of V) each invocation stages a block: 8 at D = BC = 64
 
-shared f16vec4 ks[BC * KP4];  // [key][KP4]
-shared f16vec4 vs[BC * KP4];
+shared ELEM4 ks[BC * KP4];  // [key][KP4]
+shared ELEM4 vs[BC * KP4];
 
 void main() {
     const uint t = gl_LocalInvocationIndex;
@@ -110,8 +110,8 @@ void main() {
     }
 
     // The first block into registers (K and V are padded by 128 rows past the last head too).
-    f16vec4 pk[LOADS];
-    f16vec4 pv[LOADS];
+    ELEM4 pk[LOADS];
+    ELEM4 pv[LOADS];
 #if PREFETCH
     FETCH_BLOCK(pk, pv, k4, v4, kvb, 0u)
 #endif
@@ -190,7 +190,7 @@ void main() {
                     const uint h = frag_half(i);
                     const float p = exp2(s[rt][nt][i] - mu[h]);
                     l[rt][h] += p;
-                    pa[rt][nt][A_OF(i)] = float16_t(p * DROP(head, rows[rt][h], j0 + 16u * nt + frag_col(i)));
+                    pa[rt][nt][A_OF(i)] = TO_A(p * DROP(head, rows[rt][h], j0 + 16u * nt + frag_col(i)));
                 }
             }
         }
@@ -230,7 +230,7 @@ void main() {
                 if (row < n) {
                     const uint col = 16u * c + frag_col(i);
                     o2[(base + row * D + col) / 2u] =
-                        f16vec2(o[rt][c][i] * inv[h], o[rt][c][i + 1u] * inv[h]);
+                        TO_ELEM2(o[rt][c][i] * inv[h], o[rt][c][i + 1u] * inv[h]);
                 }
             }
         }

@@ -56,6 +56,9 @@ impl PageAdapter {
             cooperative_matrix: false,
             passthrough: false,
             coop_layout: CoopLayout::NotProbed("a browser has no cooperative matrices".into()),
+            bf16_matrix: crate::gpu::Bf16Matrix::Off(
+                "a browser has no cooperative matrices".into(),
+            ),
             max_workgroup_storage: self.max_workgroup_storage,
             max_invocations_per_workgroup: self.max_invocations_per_workgroup,
             max_workgroup_size_x: self.max_workgroup_size_x,

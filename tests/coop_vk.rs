@@ -12,15 +12,18 @@
 mod common;
 
 use attn_wgpu::gpu::runner::{Runner, Schedule};
-use attn_wgpu::gpu::{AdapterCaps, CoopLayout};
+use attn_wgpu::gpu::{AdapterCaps, Bf16Matrix, CoopLayout};
 use attn_wgpu::kernels::{self, tiled_coop_vk, tiled_coop_vk::Build};
 use attn_wgpu::problem::{BiasLayout, CausalAlign, DType, Inputs, Problem};
 use attn_wgpu::validate::Verdict;
 use attn_wgpu::variants;
 
-/// A Vulkan adapter as the H200 reports itself, whose probe found the assumed layout.
+/// A Vulkan adapter as the H200 reports itself, whose probe found the assumed layout (opened
+/// without bf16 cooperative matrices).
 fn h200() -> AdapterCaps {
-    common::matrix_adapter()
+    let mut c = common::matrix_adapter();
+    c.bf16_matrix = Bf16Matrix::Off("not offered here".into());
+    c
 }
 
 fn problem() -> Problem {
@@ -205,9 +208,10 @@ fn every_spirv_module_passes_a_current_validator() {
     let dir = std::env::temp_dir().join(format!("attn-wgpu-spirv-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let modules = tiled_coop_vk::spirv_modules();
-    // 2 builds x (28 forward: 16 at D = 64, 8 at D = 128, inference's 4 at D = 256; 16
-    // backward, 8 at D = 64 and 128; the layout probe; the matrix probe; 6 products).
-    assert_eq!(modules.len(), 104);
+    // 2 builds x (28 f16 forward: 16 at D = 64, 8 at D = 128, inference's 4 at D = 256; 16 bf16
+    // forward, inference at the same shapes; 16 backward, 8 at D = 64 and 128; the layout probe;
+    // the matrix probe; 6 products), and the device's bf16 layout probe.
+    assert_eq!(modules.len(), 137);
     for (name, spirv) in modules {
         let path = dir.join(format!("{name}.spv"));
         std::fs::write(&path, spirv).unwrap();
@@ -277,9 +281,26 @@ fn every_refusal_names_its_reason() {
         e.contains("compiled for D = 64, 128 (got --head-dim 256)"),
         "{e}"
     );
+    // bf16: where the device has bf16 cooperative matrices, inference only.
     let mut q = problem();
     q.dtype = DType::BF16;
-    assert!(refusal(&q, &h200()).contains("bf16"));
+    let e = refusal(&q, &h200());
+    assert!(
+        e.contains("VK_KHR_shader_bfloat16") && e.contains("not offered here"),
+        "{e}"
+    );
+    let mut c = h200();
+    c.bf16_matrix = Bf16Matrix::On;
+    let plan = variants::plan("tiled-coop-vk", &q, &c).unwrap();
+    assert!(plan.dispatches[0]
+        .shader
+        .tag
+        .starts_with("tiled_coop_vk_bf16_d64"));
+    q.backward = true;
+    assert!(refusal(&q, &c).contains("f16 only"));
+    let mut q = problem();
+    q.dtype = DType::F32;
+    assert!(refusal(&q, &c).contains("f32"));
 }
 
 /// What the probe writes: per lane the two lengths, then the (row, column) codes 16r + c of its 8
@@ -626,6 +647,40 @@ fn the_wide_heads_pass_on_emulated_matrices() {
 }
 
 #[test]
+fn bf16_passes_on_emulated_matrices() {
+    // The bf16 builds (BF16 = 1: bf16 operands, P rounded to bf16, O stored as bf16) at each head
+    // dimension: causal across blocks; N != M with GQA, a key-padding mask and dropout.
+    for d in [64u32, 128, 256] {
+        let mut p = f16(1, 2, 70, true);
+        p.head_dim = d;
+        p.dtype = DType::BF16;
+        emulated_passes_with(&p, 1);
+        let mut p = f16(2, 4, 37, true);
+        p.head_dim = d;
+        p.dtype = DType::BF16;
+        p.kv_heads = 2;
+        p.kv_seq = 45;
+        p.causal_align = CausalAlign::BottomRight;
+        p.dropout = 0.2;
+        let mut x = Inputs::generate(&p);
+        let pad = vec![45 - 6, 20];
+        attn_wgpu::mask::normalize(
+            &mut p,
+            &mut x,
+            None,
+            attn_wgpu::problem::Convention::Sdpa,
+            Some(&pad),
+        )
+        .unwrap();
+        let r = emulated_passes_on(&p, &x, 1);
+        assert!(r.validation.unwrap().max_abs_err > 0.0);
+    }
+    let mut p = f16(1, 2, 130, false);
+    p.dtype = DType::BF16;
+    emulated_passes_with(&p, 2);
+}
+
+#[test]
 fn the_backward_passes_on_emulated_matrices() {
     // dQ, dK, dV of shaders/tiled_coop_vk_bwd.comp (after the forward that writes L and
     // tiled_bwd_dot.wgsl's D) against the f64 backward: causal over two blocks; ragged N without
@@ -933,4 +988,25 @@ fn the_matrix_probe_runs_on_emulated_matrices_and_sets_the_coop_ceiling() {
     );
     assert_eq!(probe::peak_of(&q, "f16", "qk.wgsl"), (100.0, "f16"));
     assert_eq!(probe::peak_of(&p, "f16", "gemm_coop_vk.comp").1, "f16");
+}
+
+#[test]
+fn bf16_matrices_are_off_with_their_reason_on_a_driver_without_them() {
+    // lavapipe offers neither cooperative matrices nor VK_KHR_shader_bfloat16: the device is
+    // opened by wgpu as usual, the caps say why bf16 matrices are off, and the device build of
+    // the bf16 kernel is refused with that reason while the emulated one plans.
+    let gpu = common::gpu();
+    let why = attn_wgpu::gpu::bf16::offered(&gpu.adapter).unwrap_err();
+    assert!(why.contains("VK_KHR_shader_bfloat16"), "{why}");
+    assert!(matches!(gpu.caps.bf16_matrix, Bf16Matrix::Off(_)));
+    let mut p = problem();
+    p.dtype = DType::BF16;
+    let mut c = h200();
+    c.bf16_matrix = gpu.caps.bf16_matrix.clone();
+    let e = refusal(&p, &c);
+    assert!(
+        e.contains("needs the device opened with VK_KHR_shader_bfloat16"),
+        "{e}"
+    );
+    assert!(variants::tiled::build_coop_vk_emulated(&p, &gpu.caps, 1).is_ok());
 }

@@ -19,7 +19,7 @@ pub struct AdapterArgs {
 /// Which matrix-unit path each cooperative-matrix variant takes on this adapter, and what the
 /// driver offers that nothing here uses (issue 38: the selector says which path ran and why the
 /// others did not).
-fn matrix_paths(exts: &[String], caps: &attn_wgpu::gpu::AdapterCaps) {
+fn matrix_paths(exts: &[String], caps: &attn_wgpu::gpu::AdapterCaps, adapter: &wgpu::Adapter) {
     if exts.is_empty() {
         return;
     }
@@ -52,21 +52,23 @@ fn matrix_paths(exts: &[String], caps: &attn_wgpu::gpu::AdapterCaps) {
         println!("      {v} {state}: {path}");
     }
     if khr {
-        println!("      bf16 on matrix units: none (every cooperative-matrix kernel here is f16)");
-    }
-    for (ext, why) in [
-        (
-            "VK_NV_cooperative_matrix2",
-            "not used: wgpu 30 opens the device without it, and no kernel here is written for it",
-        ),
-        (
-            "VK_KHR_shader_bfloat16",
-            "not used: wgpu 30 opens the device without it (bf16 matrices would need it enabled at device creation)",
-        ),
-    ] {
-        if exts.iter().any(|e| e == ext) {
-            println!("      {ext}: {why}");
+        // bf16: tiled-coop-vk's bf16 builds (inference), where the device is opened with
+        // VK_KHR_shader_bfloat16 (src/gpu/bf16.rs); the other matrix variants are f16 only.
+        match attn_wgpu::gpu::bf16::offered(adapter) {
+            Ok(()) => println!(
+                "      bf16 on matrix units: tiled-coop-vk (inference; GLSL GL_EXT_bfloat16), \
+                 the device opened through wgpu-hal with VK_KHR_shader_bfloat16 \
+                 (shaderBFloat16Type, shaderBFloat16CooperativeMatrix) when a matrix variant runs; \
+                 tiled-coop and unfused-coop are f16 only"
+            ),
+            Err(why) => println!("      bf16 on matrix units: none ({why})"),
         }
+    }
+    if exts.iter().any(|e| e == "VK_NV_cooperative_matrix2") {
+        println!(
+            "      VK_NV_cooperative_matrix2: not used: wgpu 30 opens the device without it, and no \
+             kernel here is written for it"
+        );
     }
 }
 
@@ -117,7 +119,7 @@ pub fn cmd_adapters(a: AdapterArgs) -> anyhow::Result<u8> {
                 println!("      cannot run {name}: {why}");
             }
         }
-        matrix_paths(&r.matrix_extensions, c);
+        matrix_paths(&r.matrix_extensions, c, ad);
     }
     Ok(0)
 }

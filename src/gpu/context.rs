@@ -88,6 +88,9 @@ pub struct AdapterCaps {
     pub passthrough: bool,
     /// The cooperative-matrix element layout ([`CoopLayout`]), probed when the device opens.
     pub coop_layout: CoopLayout,
+    /// bf16 cooperative matrices (VK_KHR_shader_bfloat16) enabled on the device, or why not
+    /// (src/gpu/bf16.rs).
+    pub bf16_matrix: super::Bf16Matrix,
     pub max_workgroup_storage: u32,
     pub max_invocations_per_workgroup: u32,
     pub max_workgroup_size_x: u32,
@@ -146,6 +149,7 @@ impl AdapterCaps {
             coop_layout: CoopLayout::NotProbed(
                 "not probed: the device was opened without attn_wgpu::device::open".into(),
             ),
+            bf16_matrix: super::Bf16Matrix::Off("no device opened".into()),
             max_workgroup_storage: l.max_compute_workgroup_storage_size,
             max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
             max_workgroup_size_x: l.max_compute_workgroup_size_x,
@@ -170,6 +174,7 @@ impl AdapterCaps {
             cooperative_matrix: false,
             passthrough: false,
             coop_layout: CoopLayout::NotProbed("no device".into()),
+            bf16_matrix: super::Bf16Matrix::Off("no device".into()),
             max_workgroup_storage: l.max_compute_workgroup_storage_size,
             max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
             max_workgroup_size_x: l.max_compute_workgroup_size_x,
@@ -392,32 +397,53 @@ impl Gpu {
         let adapter = adapters.into_iter().next().ok_or_else(|| no_adapter(sel))?;
 
         let mut caps = AdapterCaps::from_adapter(&adapter);
-        let report = AdapterReport::new(&adapter);
+        let mut report = AdapterReport::new(&adapter);
         // Request what runs need: timestamps when the adapter has them (without them the runner
         // reports host times only and says so) and the variants' features the adapter has. The
         // adapter's own limits are requested so that large problems can bind large buffers.
         let features = (wgpu::Features::TIMESTAMP_QUERY | wanted) & adapter.features();
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        let desc = wgpu::DeviceDescriptor {
             label: Some("attn-wgpu"),
             required_features: features,
             required_limits: adapter.limits(),
             // Cooperative matrices are an experimental wgpu feature: opted into only when a
             // variant that needs them is about to run (tiled-coop) and the adapter has them.
-            experimental_features:
-                if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
-                    // SAFETY: wgpu asks callers to acknowledge that experimental features may have
-                    // bugs; tiled-coop's results are validated against the f64 reference on every run.
-                    unsafe { wgpu::ExperimentalFeatures::enabled() }
-                } else {
-                    wgpu::ExperimentalFeatures::disabled()
-                },
+            experimental_features: if features
+                .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+            {
+                // SAFETY: wgpu asks callers to acknowledge that experimental features may have
+                // bugs; tiled-coop's results are validated against the f64 reference on every run.
+                unsafe { wgpu::ExperimentalFeatures::enabled() }
+            } else {
+                wgpu::ExperimentalFeatures::disabled()
+            },
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
-        }))
-        .map_err(|e| Error::Gpu {
-            stage: format!("request_device on `{}`", report.name),
-            message: e.to_string(),
-        })?;
+        };
+        // bf16 cooperative matrices, which wgpu does not request: where a SPIR-V matrix kernel
+        // may run (cooperative matrices and passthrough shaders requested) and the driver offers
+        // them, the device is opened through wgpu-hal with VK_KHR_shader_bfloat16 added
+        // (src/gpu/bf16.rs); wgpu's own opening otherwise, or if that fails, with the reason kept.
+        let matrix_kernels =
+            wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::PASSTHROUGH_SHADERS;
+        let with_bf16 = if features.contains(matrix_kernels) {
+            super::bf16::offered(&adapter).and_then(|()| super::bf16::request(&adapter, &desc))
+        } else {
+            Err("not requested (no variant about to run uses SPIR-V cooperative matrices)".into())
+        };
+        let (device, queue, bf16_matrix) = match with_bf16 {
+            Ok((d, q)) => (d, q, super::Bf16Matrix::On),
+            Err(why) => {
+                let (d, q) =
+                    pollster::block_on(adapter.request_device(&desc)).map_err(|e| Error::Gpu {
+                        stage: format!("request_device on `{}`", report.name),
+                        message: e.to_string(),
+                    })?;
+                (d, q, super::Bf16Matrix::Off(why))
+            }
+        };
+        caps.bf16_matrix = bf16_matrix.clone();
+        report.caps.bf16_matrix = bf16_matrix;
 
         let f = device.features();
         caps.timestamps = f.contains(wgpu::Features::TIMESTAMP_QUERY);
@@ -490,6 +516,13 @@ impl Gpu {
     pub fn set_coop_layout(&mut self, layout: CoopLayout) {
         self.caps.coop_layout = layout.clone();
         self.report.caps.coop_layout = layout;
+    }
+
+    /// Records that bf16 cooperative matrices cannot be used after all ([`crate::device::open`]:
+    /// the bf16 layout probe disagreed).
+    pub fn set_bf16_matrix(&mut self, m: super::Bf16Matrix) {
+        self.caps.bf16_matrix = m.clone();
+        self.report.caps.bf16_matrix = m;
     }
 
     /// Runs `f` inside validation and out-of-memory error scopes; any error becomes `Error::Gpu`

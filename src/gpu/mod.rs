@@ -1,7 +1,9 @@
 //! Everything that touches wgpu: adapter and device set-up ([`context`]), the plan executor
 //! ([`runner`]).
 
+pub mod bf16;
 pub mod context;
 pub mod runner;
 
+pub use bf16::Bf16Matrix;
 pub use context::{AdapterCaps, AdapterSelection, CoopLayout, Gpu};

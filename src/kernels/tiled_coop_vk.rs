@@ -23,7 +23,7 @@
 use super::{check_binding, check_grid};
 use crate::gpu::context::CoopLayout;
 use crate::gpu::runner::{Runner, Schedule};
-use crate::gpu::{AdapterCaps, Gpu};
+use crate::gpu::{AdapterCaps, Bf16Matrix, Gpu};
 use crate::plan::{Access, Dispatch, Params, Phase, Plan, Role, Shader};
 use crate::problem::{DType, Inputs, Problem};
 use crate::tile::{TileConfig, TileKernel};
@@ -125,7 +125,7 @@ pub fn shader(p: &Problem, build: Build, rows: u32) -> Shader {
     let shape = shape(p.head_dim, build).unwrap_or_else(|e| panic!("{e}"));
     let (tag, spirv) = spirv(&format!(
         "{}{}",
-        shape.module(rows, p.backward, &options(p)),
+        shape.module(p.dtype == DType::BF16, rows, p.backward, &options(p)),
         tail(build)
     ));
     Shader {
@@ -267,6 +267,28 @@ pub(crate) fn f16_only(p: &Problem) -> Result<(), String> {
     Ok(())
 }
 
+/// f16; bf16 in inference, where the device has bf16 cooperative matrices (the emulated build
+/// carries bf16 in f16 containers and needs nothing more).
+fn dtype_check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
+    match p.dtype {
+        DType::F16 => Ok(()),
+        DType::BF16 if p.backward => Err(
+            "bf16 training: the backward passes (tiled_coop_vk_bwd.comp) are built for f16 only"
+                .into(),
+        ),
+        DType::BF16 => match (&caps.bf16_matrix, build) {
+            (_, Build::Emulated) | (Bf16Matrix::On, Build::Device) => Ok(()),
+            (Bf16Matrix::Off(why), Build::Device) => Err(format!(
+                "bf16 on cooperative matrices needs the device opened with VK_KHR_shader_bfloat16 \
+                 (shaderBFloat16Type, shaderBFloat16CooperativeMatrix): {why}"
+            )),
+        },
+        DType::F32 => Err(
+            "dtype f32 is not implemented on cooperative matrices (f16, and bf16 forward)".into(),
+        ),
+    }
+}
+
 /// What the kernel does not do, whichever build.
 fn check_problem(
     p: &Problem,
@@ -274,7 +296,7 @@ fn check_problem(
     build: Build,
     rows: u32,
 ) -> Result<ForwardShape, String> {
-    f16_only(p)?;
+    dtype_check(p, caps, build)?;
     let shape = shape(p.head_dim, build)?;
     if p.backward {
         // Training needs the L-writing build, which only the head dimensions with a backward
@@ -529,6 +551,20 @@ pub fn read_probe(out: &[f32]) -> CoopLayout {
 /// The probe as a plan (one subgroup, one `OUT` buffer of 32 x [`PROBE_STRIDE`] floats), run
 /// by the runner like any other.
 pub fn probe_plan(build: Build) -> Plan {
+    let tag = match build {
+        Build::Device => "spirv",
+        Build::Emulated => "spirv-emu",
+    };
+    layout_probe_plan(&format!("coop_layout_probe{}", tail(build)), tag)
+}
+
+/// The probe of the bf16 A operand's layout (the device build of coop_layout_probe.comp with
+/// BF16 = 1; a device with bf16 cooperative matrices only).
+pub fn probe_plan_bf16() -> Plan {
+    layout_probe_plan("coop_layout_probe_bf16", "spirv-bf16")
+}
+
+fn layout_probe_plan(module: &str, tag: &'static str) -> Plan {
     let bytes = (32 * PROBE_STRIDE * 4) as u64;
     Plan {
         variant: "probe-coop-layout".into(),
@@ -540,11 +576,8 @@ pub fn probe_plan(build: Build) -> Plan {
             shader: Shader {
                 file: "coop_layout_probe.comp",
                 source: PROBE_SOURCE,
-                tag: match build {
-                    Build::Device => "spirv",
-                    Build::Emulated => "spirv-emu",
-                },
-                spirv: spirv(&format!("coop_layout_probe{}", tail(build))).1,
+                tag,
+                spirv: spirv(module).1,
             },
             entry: "main",
             overrides: vec![],
@@ -570,6 +603,16 @@ pub fn probe_plan(build: Build) -> Plan {
 /// matrices, passthrough shaders and 32-wide subgroups) and reads it. A failure to run is
 /// reported as such.
 pub fn probe(gpu: &Gpu, build: Build) -> CoopLayout {
+    run_probe(gpu, &probe_plan(build))
+}
+
+/// Runs the bf16 layout probe ([`probe_plan_bf16`]) on `gpu` (which has bf16 cooperative
+/// matrices) and reads it.
+pub fn probe_bf16(gpu: &Gpu) -> CoopLayout {
+    run_probe(gpu, &probe_plan_bf16())
+}
+
+fn run_probe(gpu: &Gpu, plan: &Plan) -> CoopLayout {
     let run = || -> crate::Result<Vec<f32>> {
         let inputs = Inputs::none();
         let schedule = Schedule {
@@ -578,9 +621,7 @@ pub fn probe(gpu: &Gpu, build: Build) -> CoopLayout {
             host_reps: 0,
             warmup_ms: None,
         };
-        Ok(Runner::new(gpu)?
-            .execute(&probe_plan(build), &inputs, schedule)?
-            .output)
+        Ok(Runner::new(gpu)?.execute(plan, &inputs, schedule)?.output)
     };
     match run() {
         Ok(out) => read_probe(&out),

@@ -22,10 +22,11 @@ impl ForwardShape {
         2 * self.bc as u64 * (self.d as u64 + 8) * 2
     }
 
-    /// The module's name (build.rs adds `_emu` to the emulated build's).
-    pub fn module(&self, rows: u32, lse: bool, options: &str) -> String {
+    /// The module's name (build.rs adds `_emu` to the emulated build's): bf16 or f16 storage.
+    pub fn module(&self, bf16: bool, rows: u32, lse: bool, options: &str) -> String {
         format!(
-            "tiled_coop_vk_d{}_b{}{}_r{rows}{}{options}",
+            "tiled_coop_vk{}_d{}_b{}{}_r{rows}{}{options}",
+            if bf16 { "_bf16" } else { "" },
             self.d,
             self.bc,
             if self.prefetch { "" } else { "_np" },

@@ -291,6 +291,15 @@ const F16_MATRICES: Requirements = Requirements {
     masks: true,
 };
 
+/// The requirements of `tiled-coop-vk`: f16, or bf16 where the device has bf16 cooperative
+/// matrices (its builder checks that, kernels/tiled_coop_vk.rs), masks.
+const F16_BF16_MATRICES: Requirements = Requirements {
+    dtypes: &[DType::F16, DType::BF16],
+    f16_needs_shader_f16: true,
+    bf16_needs_even_d: true,
+    masks: true,
+};
+
 /// Why `tiled-coop-vk` is claimed on Vulkan only.
 const VK_ONLY: &str =
     "its kernel is SPIR-V compiled from GLSL at build time (shaders/tiled_coop_vk.comp), \
@@ -413,9 +422,9 @@ pub const VARIANTS: &[Variant] = &[
     Variant {
         id: VariantId::TiledCoopVk,
         name: "tiled-coop-vk",
-        summary: "Vulkan only: tiled-coop with the softmax in registers (S and P never in workgroup memory), a GLSL kernel (GL_KHR_cooperative_matrix) compiled to SPIR-V at build time and run through PASSTHROUGH_SHADERS; f16, D = 64/128/256 (backward D = 64/128), masks, dropout",
+        summary: "Vulkan only: tiled-coop with the softmax in registers (S and P never in workgroup memory), a GLSL kernel (GL_KHR_cooperative_matrix) compiled to SPIR-V at build time and run through PASSTHROUGH_SHADERS; f16 (bf16 forward where the driver has bf16 cooperative matrices), D = 64/128/256 (backward f16 D = 64/128), masks, dropout",
         needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX.union(wgpu::Features::SUBGROUP),
-        requires: F16_MATRICES,
+        requires: F16_BF16_MATRICES,
         fully_masked: Semantics::Zero,
         // Before `tiled-coop` where both run: on the H200 its forward is 1.6x faster at N = 1024
         // and its backward 2x faster at N = 4096 (results/EXPERIMENTS.md, v36-coop-vk-layout).
