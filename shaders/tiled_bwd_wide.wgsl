@@ -9,9 +9,8 @@
 // 16 KiB (the host picks the largest that fits: src/kernels/tiled_bwd.rs, `Tile`). A tile has
 // BT x D4 vec4 and the workgroup NT = BT x D4 / 8 threads, so that staging is 8 vec4 a thread
 // and phase B 4 x 2 vec4 (64 threads at D = 128 with BT = 16). A tile is staged straight from
-// device memory (PREFETCH = 0, the default), or with PREFETCH = 1 (`--override PREFETCH=1`, an
-// A/B knob) loaded into registers while the previous one is computed: a thread's share of the
-// next Q and dO is 16 vec4 more registers beside its 16 vec4 of gradient accumulators.
+// device memory (no register prefetch: a thread's share of the next Q and dO would be 16 vec4
+// more registers beside its 16 vec4 of gradient accumulators).
 //
 // Phase A (`scores`): thread t owns AR rows (AR = 4 BT / D4, 1 or 2: rows AR(t/KH) .. +AR-1;
 // where 4 BT < D4 the threads past BT rows are idle) and the keys t%KH and t%KH + KH (KH = BT / 2)
@@ -23,8 +22,6 @@ const NT: u32 = BT * D4 / 8u;    // threads per workgroup
 const KH: u32 = BT / 2u;         // phase A: keys tc and tc + KH
 const AR: u32 = max(4u * BT / D4, 1u);  // phase A: rows per thread (1 or 2)
 const H2: u32 = D4 / 2u;         // phase B: column vec4 c and c + H2
-// 1: the next block is loaded into registers while this one is computed (`fetch`, `put_staged`).
-override PREFETCH: u32 = 0u;
 
 // P and dS of this thread's AR rows x 2 keys: p<r> / ds<r> = (key tc, key tc + KH) of row r0 + r.
 struct Tile {
@@ -101,43 +98,6 @@ fn stage(rows: bool, head: u32, r0: u32, t: u32, nq: u32, d: u32) {
         } else {
             ks[at] = x;
             vs[at] = y;
-        }
-    }
-}
-
-// A thread's share of a staged block held in registers (PREFETCH = 1): its 8 vec4 of Q and dO (or K
-// and V), words t + e NT of the block.
-struct Staged {
-    x: array<vec4<f32>, 8>,
-    y: array<vec4<f32>, 8>,
-}
-
-// What `stage` would write, into registers.
-fn fetch(rows: bool, head: u32, r0: u32, t: u32, nq: u32, d: u32) -> Staged {
-    let n = select(params.kv_seq, nq, rows);
-    let base = select(kv_head(head), head, rows) * n * d;
-    let a = select(1u, 0u, rows);
-    let b = select(2u, 3u, rows);
-    var s: Staged;
-    for (var e = 0u; e < 8u; e++) {
-        let w = t + e * NT;
-        s.x[e] = row4(a, base, r0 + w / D4, w % D4, n, d);
-        s.y[e] = row4(b, base, r0 + w / D4, w % D4, n, d);
-    }
-    return s;
-}
-
-// The registers `fetch` filled into qs, gs (rows) or ks, vs.
-fn put_staged(rows: bool, s: Staged, t: u32) {
-    for (var e = 0u; e < 8u; e++) {
-        let w = t + e * NT;
-        let at = (w / D4) * RS + w % D4;
-        if (rows) {
-            qs[at] = s.x[e];
-            gs[at] = s.y[e];
-        } else {
-            ks[at] = s.x[e];
-            vs[at] = s.y[e];
         }
     }
 }

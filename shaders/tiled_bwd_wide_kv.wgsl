@@ -41,30 +41,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     var dv4 = vec4<f32>(0.0); var dv5 = vec4<f32>(0.0); var dv6 = vec4<f32>(0.0); var dv7 = vec4<f32>(0.0);
     // Causal: the first query block whose rows see key j0.
     let first = first_row_block(j0, BT);
-    var pf: Staged;
-    if (PREFETCH != 0u) {
-        pf = fetch(true, g0, first, t, n, d);
-    }
     for (var r = 0u; r < params.kv_group; r++) {
     let head = g0 + r;
     for (var i0 = first; i0 < n; i0 += BT) {
         // The previous block's Q, dO, P and dS are consumed before the next go in.
         workgroupBarrier();
-        if (PREFETCH != 0u) {
-            put_staged(true, pf, t);
-        } else {
-            stage(true, head, i0, t, n, d);
-        }
+        stage(true, head, i0, t, n, d);
         stage_stats(head, i0, t, n);
         workgroupBarrier();
-        if (PREFETCH != 0u) {
-            // The next block: this head's next rows, or the next head's first.
-            if (i0 + BT < n) {
-                pf = fetch(true, head, i0 + BT, t, n, d);
-            } else if (r + 1u < params.kv_group) {
-                pf = fetch(true, head + 1u, first, t, n, d);
-            }
-        }
         let tile = scores(head, i0, j0, t, n, d);
         if (r0 < BT) {
             put(r0, tc, tile.p0, tile.ds0);

@@ -35,22 +35,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     var dq4 = vec4<f32>(0.0); var dq5 = vec4<f32>(0.0); var dq6 = vec4<f32>(0.0); var dq7 = vec4<f32>(0.0);
     // Keys these rows see: all M, or up to the causal diagonal of the block's last row.
     let end = causal_keys(i0 + BT);
-    var pf: Staged;
-    if (PREFETCH != 0u) {
-        pf = fetch(false, head, 0u, t, n, d);
-    }
     for (var j0 = 0u; j0 < end; j0 += BT) {
         // The previous block's K, V and dS are consumed (and Q, dO staged) before K, V go in.
         workgroupBarrier();
-        if (PREFETCH != 0u) {
-            put_staged(false, pf, t);
-        } else {
-            stage(false, head, j0, t, n, d);
-        }
+        stage(false, head, j0, t, n, d);
         workgroupBarrier();
-        if (PREFETCH != 0u && j0 + BT < end) {
-            pf = fetch(false, head, j0 + BT, t, n, d);
-        }
         let tile = scores(head, i0, j0, t, n, d);
         if (r0 < BT) {
             let at = tc * (BT / 4u) + r0 / 4u;

@@ -52,7 +52,7 @@ pub const KNOBS: &[Knob] = &[
         name: "PREFETCH",
         values: &[0.0, 1.0],
         range: false,
-        what: "tiled / tiled-coop: load the next K/V block into registers (1) or not (0); tiled's backward on its small tiles: the next Q/dO or K/V block",
+        what: "tiled / tiled-coop: load the next K/V block into registers (1) or not (0)",
     },
 ];
 

@@ -424,13 +424,7 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
         saved: vec![],
         shader,
         entry: "main",
-        overrides: if tile.wide() {
-            // The small tiles' register prefetch, off unless `--override PREFETCH=1` (an A/B knob:
-            // tiled_bwd_wide.wgsl).
-            [overrides(p), vec![("PREFETCH".into(), 0.0)]].concat()
-        } else {
-            overrides(p)
-        },
+        overrides: overrides(p),
         params: Params::of(p),
         bindings: b,
         workgroups: [
