@@ -30,9 +30,9 @@
 //   S = Q Kᵀ, dP = dO Vᵀ; P = exp2(S scale log2 e - L), dS = P ∘ (dP - D) scale to an f16 A
 //   matrix; dQ += dS K.
 // Workgroup storage: bwd_kv Q and dO 2 x B x (D + 8) f16 + L and D 2 x B f32 (18944 bytes at D =
-// B = 64, 35328 at D = 128); bwd_q K and V 2 x B x (D + 8) f16 (18432, 34816). Registers a lane
-// in bwd_kv: K and V 4 DC, dK and dV 16 DC, the prefetch B D / 32: at D = 128 the first two take
-// 192, which is why that build does not prefetch.
+// B = 64, 17664 at D = 128 with B = 32); bwd_q K and V 2 x B x (D + 8) f16 (18432, 17408).
+// Registers a lane in bwd_kv: K and V 4 DC, dK and dV 16 DC, the prefetch B D / 32: at D = 128 the
+// first two take 192, which is why that build stages blocks of 32.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 

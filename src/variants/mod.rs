@@ -436,7 +436,9 @@ pub const VARIANTS: &[Variant] = &[
             (Backend::Gl, VK_ONLY),
         ],
         // Requested with the variant; the builder refuses it without (kernels/tiled_coop_vk.rs).
-        wants: wgpu::Features::PASSTHROUGH_SHADERS,
+        // SHADER_F16 for bf16 too: wgpu enables 16-bit storage with it, which the bf16 builds'
+        // buffers need as the f16 ones do.
+        wants: wgpu::Features::PASSTHROUGH_SHADERS.union(wgpu::Features::SHADER_F16),
         tiles: false,
     },
     Variant {
