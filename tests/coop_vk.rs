@@ -1009,4 +1009,8 @@ fn bf16_matrices_are_off_with_their_reason_on_a_driver_without_them() {
         "{e}"
     );
     assert!(variants::tiled::build_coop_vk_emulated(&p, &gpu.caps, 1).is_ok());
+    // A bf16 run asks for SHADER_F16 too (the H100 refused the first bf16 run, opened without
+    // it: "the device lacks Features::SHADER_F16"), as well as passthrough shaders.
+    let f = variants::features_for(&["tiled-coop-vk"]);
+    assert!(f.contains(wgpu::Features::SHADER_F16 | wgpu::Features::PASSTHROUGH_SHADERS));
 }
