@@ -633,17 +633,23 @@ fn the_wide_heads_pass_on_emulated_matrices() {
     }
     let mut p = f16(2, 2, 48, false);
     p.head_dim = 128;
-    let mut x = Inputs::generate(&p);
-    let pad = vec![48 - 5, 0];
+    let x = key_padding(&mut p, &[48 - 5, 0]);
+    emulated_passes_on(&p, &x, 1);
+}
+
+/// Inputs for `p` with the keys past `valid[b]` of batch element b padded (SDPA's convention),
+/// the mask bias set on `p`.
+fn key_padding(p: &mut Problem, valid: &[u32]) -> Inputs {
+    let mut x = Inputs::generate(p);
     attn_wgpu::mask::normalize(
-        &mut p,
+        p,
         &mut x,
         None,
         attn_wgpu::problem::Convention::Sdpa,
-        Some(&pad),
+        Some(valid),
     )
     .unwrap();
-    emulated_passes_on(&p, &x, 1);
+    x
 }
 
 #[test]
@@ -662,16 +668,7 @@ fn bf16_passes_on_emulated_matrices() {
         p.kv_seq = 45;
         p.causal_align = CausalAlign::BottomRight;
         p.dropout = 0.2;
-        let mut x = Inputs::generate(&p);
-        let pad = vec![45 - 6, 20];
-        attn_wgpu::mask::normalize(
-            &mut p,
-            &mut x,
-            None,
-            attn_wgpu::problem::Convention::Sdpa,
-            Some(&pad),
-        )
-        .unwrap();
+        let x = key_padding(&mut p, &[45 - 6, 20]);
         let r = emulated_passes_on(&p, &x, 1);
         assert!(r.validation.unwrap().max_abs_err > 0.0);
     }

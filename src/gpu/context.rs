@@ -90,7 +90,7 @@ pub struct AdapterCaps {
     pub coop_layout: CoopLayout,
     /// bf16 cooperative matrices (VK_KHR_shader_bfloat16) enabled on the device, or why not
     /// (src/gpu/bf16.rs).
-    pub bf16_matrix: super::Bf16Matrix,
+    pub bf16_matrix: super::bf16::Bf16Matrix,
     pub max_workgroup_storage: u32,
     pub max_invocations_per_workgroup: u32,
     pub max_workgroup_size_x: u32,
@@ -149,7 +149,7 @@ impl AdapterCaps {
             coop_layout: CoopLayout::NotProbed(
                 "not probed: the device was opened without attn_wgpu::device::open".into(),
             ),
-            bf16_matrix: super::Bf16Matrix::Off("no device opened".into()),
+            bf16_matrix: super::bf16::Bf16Matrix::Off("no device opened".into()),
             max_workgroup_storage: l.max_compute_workgroup_storage_size,
             max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
             max_workgroup_size_x: l.max_compute_workgroup_size_x,
@@ -174,7 +174,7 @@ impl AdapterCaps {
             cooperative_matrix: false,
             passthrough: false,
             coop_layout: CoopLayout::NotProbed("no device".into()),
-            bf16_matrix: super::Bf16Matrix::Off("no device".into()),
+            bf16_matrix: super::bf16::Bf16Matrix::Off("no device".into()),
             max_workgroup_storage: l.max_compute_workgroup_storage_size,
             max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
             max_workgroup_size_x: l.max_compute_workgroup_size_x,
@@ -432,14 +432,14 @@ impl Gpu {
             Err("not requested (no variant about to run uses SPIR-V cooperative matrices)".into())
         };
         let (device, queue, bf16_matrix) = match with_bf16 {
-            Ok((d, q)) => (d, q, super::Bf16Matrix::On),
+            Ok((d, q)) => (d, q, super::bf16::Bf16Matrix::On),
             Err(why) => {
                 let (d, q) =
                     pollster::block_on(adapter.request_device(&desc)).map_err(|e| Error::Gpu {
                         stage: format!("request_device on `{}`", report.name),
                         message: e.to_string(),
                     })?;
-                (d, q, super::Bf16Matrix::Off(why))
+                (d, q, super::bf16::Bf16Matrix::Off(why))
             }
         };
         caps.bf16_matrix = bf16_matrix.clone();
@@ -520,7 +520,7 @@ impl Gpu {
 
     /// Records that bf16 cooperative matrices cannot be used after all ([`crate::device::open`]:
     /// the bf16 layout probe disagreed).
-    pub fn set_bf16_matrix(&mut self, m: super::Bf16Matrix) {
+    pub fn set_bf16_matrix(&mut self, m: super::bf16::Bf16Matrix) {
         self.caps.bf16_matrix = m.clone();
         self.report.caps.bf16_matrix = m;
     }

@@ -36,14 +36,25 @@ pub fn shape(head_dim: u32, build: Build) -> Result<ForwardShape, String> {
         Build::Device => &FORWARD_DEVICE,
         Build::Emulated => &FORWARD_EMULATED,
     };
+    by_head_dim(shapes, |s| s.d, head_dim, "the kernel")
+}
+
+/// The build among `shapes` whose head dimension (`d`) is `head_dim`, or the refusal naming
+/// `what` and the head dimensions there are.
+fn by_head_dim<S: Copy>(
+    shapes: &[S],
+    d: fn(&S) -> u32,
+    head_dim: u32,
+    what: &str,
+) -> Result<S, String> {
     shapes
         .iter()
-        .find(|s| s.d == head_dim)
+        .find(|s| d(s) == head_dim)
         .copied()
         .ok_or_else(|| {
-            let ds: Vec<String> = shapes.iter().map(|s| s.d.to_string()).collect();
+            let ds: Vec<String> = shapes.iter().map(|s| d(s).to_string()).collect();
             format!(
-                "the kernel is compiled for D = {} (got --head-dim {head_dim})",
+                "{what} is compiled for D = {} (got --head-dim {head_dim})",
                 ds.join(", ")
             )
         })
@@ -341,18 +352,12 @@ pub fn bwd_shape(head_dim: u32, build: Build) -> Result<BackwardShape, String> {
         Build::Device => &BACKWARD_DEVICE,
         Build::Emulated => &BACKWARD_EMULATED,
     };
-    shapes
-        .iter()
-        .find(|s| s.d == head_dim)
-        .copied()
-        .ok_or_else(|| {
-            let ds: Vec<String> = shapes.iter().map(|s| s.d.to_string()).collect();
-            format!(
-                "the backward (tiled_coop_vk_bwd.comp) is compiled for D = {} (got --head-dim \
-                 {head_dim})",
-                ds.join(", ")
-            )
-        })
+    by_head_dim(
+        shapes,
+        |s| s.d,
+        head_dim,
+        "the backward (tiled_coop_vk_bwd.comp)",
+    )
 }
 
 /// Workgroup storage a backward pass of `build` declares at `shape` (bwd_kv's is the larger).
