@@ -647,7 +647,24 @@ pub const AUTO_RULE: &str = "the compatible variant with the lowest auto_rank in
     tiled-coop 5 < tiled 10 < unfused-inplace 20 < unfused 30 < \
     unfused-inplace-exp 35 < math 40: \
     the tensor-core kernels first where it runs (f16, cooperative matrices); then fewest estimated \
-    bytes moved first, since attention is memory-bound and the fused kernels never write N x N)";
+    bytes moved first, since attention is memory-bound and the fused kernels never write N x N), \
+    except `tiled` in training where its backward takes a tile below 32 x 32 (D > 64 on a 48 KiB \
+    adapter, any D on a smaller one: measured 3.97x slower than unfused-inplace on the H100, f16 \
+    D128, results/EXPERIMENTS.md v41-tiled-bwd-wide), which auto passes over; naming it still \
+    runs it";
+
+/// Why `auto` passes over a compatible plan, if it does: `tiled`'s training plan on a small
+/// backward tile (its config BWD_TILE below 32), measured far slower than materializing.
+fn passed_over(name: &str, plan: &Plan) -> Option<String> {
+    let tile = plan.config.iter().find(|(k, _)| k == "BWD_TILE")?.1;
+    (name == "tiled" && tile < 32.0).then(|| {
+        format!(
+            "compatible, but its backward takes the small {tile} x {tile} tile, measured 3.97x \
+             slower than unfused-inplace on the H100 (f16 D128: 27291.8 vs 6877.4 µs, \
+             results/EXPERIMENTS.md v41-tiled-bwd-wide); `--variant tiled` runs it"
+        )
+    })
+}
 
 /// Picks the variant `auto` runs, with the reason for every other one. Errors (exit 4) only when
 /// nothing is compatible, listing every reason.
@@ -657,7 +674,12 @@ pub fn auto(p: &Problem, caps: &AdapterCaps) -> Result<AutoChoice> {
     let mut picked: Option<&Variant> = None;
     let mut not_picked = Vec::new();
     for v in ranked {
-        match plan(v.name, p, caps) {
+        let planned = plan(v.name, p, caps);
+        if let Some(why) = planned.as_ref().ok().and_then(|x| passed_over(v.name, x)) {
+            not_picked.push((v.name.to_string(), why));
+            continue;
+        }
+        match planned {
             Ok(_) if picked.is_none() => picked = Some(v),
             Ok(_) => not_picked.push((
                 v.name.to_string(),
