@@ -1,5 +1,6 @@
 //! `adapters`: every adapter wgpu finds, with the features and limits that matter here, and which
-//! variants it can run (at the default run shape) or why not.
+//! variants it can run (at the default run shape) or why not; where a SPIR-V matrix kernel could
+//! run, the device is opened to probe what only a device tells (the matrix element layout, bf16).
 
 use clap::Args;
 
@@ -28,7 +29,6 @@ fn matrix_paths(exts: &[String], caps: &attn_wgpu::gpu::AdapterCaps, adapter: &w
     let mut p = Problem::new(RUN.batch, RUN.heads, RUN_SEQ, RUN.head_dim, true, 0);
     p.dtype = attn_wgpu::problem::DType::F16;
     let avail = variants::availability(&p, caps);
-    let runs = |v: &str| avail.iter().any(|(n, r)| *n == v && r.is_ok());
     let khr = exts.iter().any(|e| e == "VK_KHR_cooperative_matrix");
     for (v, path) in [
         (
@@ -44,12 +44,13 @@ fn matrix_paths(exts: &[String], caps: &attn_wgpu::gpu::AdapterCaps, adapter: &w
             "GLSL GL_KHR_cooperative_matrix for qk and pv, SPIR-V through PASSTHROUGH_SHADERS (VK_KHR_cooperative_matrix)",
         ),
     ] {
-        let state = if runs(v) {
-            "takes (f16)"
-        } else {
-            "would take (it cannot run here in f16)"
-        };
-        println!("      {v} {state}: {path}");
+        match avail.iter().find(|(n, _)| *n == v).map(|x| &x.1) {
+            Some(Ok(())) => println!("      {v} takes (f16): {path}"),
+            Some(Err(why)) => {
+                println!("      {v} would take {path}, but cannot run here in f16: {why}")
+            }
+            None => {}
+        }
     }
     if khr {
         // bf16: tiled-coop-vk's bf16 builds (inference), where the device is opened with
@@ -72,12 +73,54 @@ fn matrix_paths(exts: &[String], caps: &attn_wgpu::gpu::AdapterCaps, adapter: &w
     }
 }
 
+/// The caps of `r`'s adapter opened as a device with the matrix variants' features, probed, where
+/// the SPIR-V matrix kernels could run (printing the probe's findings); `None` elsewhere, or where
+/// opening fails (printed).
+fn matrix_device_caps(r: &AdapterReport) -> Option<attn_wgpu::gpu::AdapterCaps> {
+    if r.matrix_extensions.is_empty()
+        || attn_wgpu::kernels::tiled_coop_vk::device_check(&r.caps).is_err()
+    {
+        return None;
+    }
+    let sel = attn_wgpu::gpu::AdapterSelection {
+        backend: Some(r.backend.clone()),
+        name: Some(r.name.clone()),
+    };
+    let wanted = variants::features_for(&["tiled-coop", "tiled-coop-vk", "unfused-coop"]);
+    match attn_wgpu::device::open(&sel, wanted) {
+        Ok(gpu) => {
+            use attn_wgpu::gpu::{Bf16Matrix, CoopLayout};
+            let layout = match &gpu.caps.coop_layout {
+                CoopLayout::Assumed => "the one the kernels assume".to_string(),
+                CoopLayout::Other(what) => format!("another ({what})"),
+                CoopLayout::NotProbed(why) => format!("not probed ({why})"),
+            };
+            let bf16 = match &gpu.caps.bf16_matrix {
+                Bf16Matrix::On => "enabled".to_string(),
+                Bf16Matrix::Off(why) => format!("off ({why})"),
+            };
+            println!(
+                "    opened to probe: cooperative-matrix element layout {layout}; bf16 matrices {bf16}"
+            );
+            Some(gpu.caps.clone())
+        }
+        Err(e) => {
+            println!("    could not open the device to probe its matrix layout: {e}");
+            None
+        }
+    }
+}
+
 pub fn cmd_adapters(a: AdapterArgs) -> anyhow::Result<u8> {
     // Only the adapters that --backend / --adapter select; none is exit 1 with what exists.
     let (_instance, adapters) = select(&a.sel.selection())?;
     for (i, ad) in adapters.iter().enumerate() {
         let r = AdapterReport::new(ad);
-        let c = &r.caps;
+        // Where a SPIR-V matrix kernel could run, the device is opened (as a run opens it) so
+        // that the caps hold what only a device tells: the cooperative-matrix element layout the
+        // kernels assume (probed) and whether bf16 matrices were enabled.
+        let opened = matrix_device_caps(&r);
+        let c = opened.as_ref().unwrap_or(&r.caps);
         println!("[{i}] {} — {} / {}", r.name, r.backend, r.device_type);
         println!("    driver: {} {}", r.driver, r.driver_info);
         println!(
