@@ -294,15 +294,11 @@ pub fn coop_plan(build: Build, workgroups: u64, iters: u32, max_dim: u32) -> Pla
     plan.config = vec![("iterations".into(), iters as f64)];
     let d = &mut plan.dispatches[0];
     d.name = "matrix_f16".into();
-    d.shader = crate::plan::Shader {
-        file: "probe_coop.comp",
-        source: include_str!("../shaders/probe_coop.comp"),
-        tag: match build {
-            Build::Device => "spirv",
-            Build::Emulated => "spirv-emu",
-        },
-        spirv: tiled_coop_vk::spirv(&format!("probe_coop{}", tiled_coop_vk::tail(build))).1,
-    };
+    d.shader = tiled_coop_vk::spirv_shader(
+        "probe_coop.comp",
+        include_str!("../shaders/probe_coop.comp"),
+        &format!("probe_coop{}", tiled_coop_vk::tail(build)),
+    );
     d.overrides = vec![];
     // The iteration count travels in Params.seq (a SPIR-V kernel has no WGSL overrides).
     d.params = Params::new(1, iters, 0, false, 1.0);

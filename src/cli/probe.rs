@@ -74,26 +74,13 @@ pub fn cmd_probe(a: ProbeArgs) -> anyhow::Result<u8> {
         "FMA f32   : {:.1} GFLOP/s best, {:.1} median ({} workgroups x 256 threads x {} iterations x 32 FLOP)",
         p.fma_f32.best_rate, p.fma_f32.median_rate, size.fma_workgroups, size.fma_iters
     );
-    match &p.fma_f16 {
-        Some(c) => println!(
-            "FMA f16   : {:.1} GFLOP/s best, {:.1} median",
-            c.best_rate, c.median_rate
-        ),
-        None => println!(
-            "FMA f16   : not probed ({})",
-            p.f16_note.as_deref().unwrap_or("")
-        ),
-    }
-    match &p.matrix_f16 {
-        Some(c) => println!(
-            "Matrix f16: {:.1} GFLOP/s best, {:.1} median (16 x 16 x 16 cooperative-matrix products, f32 sums)",
-            c.best_rate, c.median_rate
-        ),
-        None => println!(
-            "Matrix f16: not probed ({})",
-            p.matrix_note.as_deref().unwrap_or("")
-        ),
-    }
+    optional_ceiling("FMA f16   ", p.fma_f16.as_ref(), &p.f16_note, "");
+    optional_ceiling(
+        "Matrix f16",
+        p.matrix_f16.as_ref(),
+        &p.matrix_note,
+        " (16 x 16 x 16 cooperative-matrix products, f32 sums)",
+    );
     println!(
         "Ridge     : {:.2} FLOP/byte (f32): below it a kernel is bandwidth-bound",
         p.fma_f32.best_rate / p.bandwidth.best_rate
@@ -112,4 +99,20 @@ pub fn cmd_probe(a: ProbeArgs) -> anyhow::Result<u8> {
         t0.elapsed().as_secs_f64()
     );
     Ok(0)
+}
+
+/// A probed ceiling's line (`what` its label, `detail` after the rates), or why it was not probed.
+fn optional_ceiling(
+    what: &str,
+    c: Option<&attn_wgpu::probe::Ceiling>,
+    note: &Option<String>,
+    detail: &str,
+) {
+    match c {
+        Some(c) => println!(
+            "{what}: {:.1} GFLOP/s best, {:.1} median{detail}",
+            c.best_rate, c.median_rate
+        ),
+        None => println!("{what}: not probed ({})", note.as_deref().unwrap_or("")),
+    }
 }

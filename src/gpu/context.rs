@@ -258,7 +258,7 @@ pub const MATRIX_EXTENSIONS: [&std::ffi::CStr; 4] = [
     c"VK_KHR_cooperative_matrix",
     c"VK_NV_cooperative_matrix",
     c"VK_NV_cooperative_matrix2",
-    c"VK_KHR_shader_bfloat16",
+    super::bf16::EXTENSION,
 ];
 
 /// Which of [`MATRIX_EXTENSIONS`] a Vulkan adapter's driver offers (from the extension list

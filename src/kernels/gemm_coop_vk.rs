@@ -12,7 +12,7 @@
 //! They take the places of qk.wgsl and pv.wgsl in `unfused-inplace`'s plan: the same five
 //! dispatches, the N x N scores in f32 between them.
 
-use super::tiled_coop_vk::{adapter_check, emulation_bytes, f16_only, spirv, tail, Build};
+use super::tiled_coop_vk::{adapter_check, emulation_bytes, f16_only, spirv_shader, tail, Build};
 use super::{bind, check_grid};
 use crate::gpu::AdapterCaps;
 use crate::plan::{Access, Dispatch, Params, Phase, Shader};
@@ -55,17 +55,12 @@ pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String
 }
 
 fn shader(qk: bool, d: u32, build: Build) -> Shader {
-    let (tag, spirv) = spirv(&format!(
-        "gemm_coop_vk_{}_d{d}{}",
-        if qk { "qk" } else { "pv" },
-        tail(build)
-    ));
-    Shader {
-        file: "gemm_coop_vk.comp",
-        source: SOURCE,
-        tag,
-        spirv,
-    }
+    let product = if qk { "qk" } else { "pv" };
+    spirv_shader(
+        "gemm_coop_vk.comp",
+        SOURCE,
+        &format!("gemm_coop_vk_{product}_d{d}{}", tail(build)),
+    )
 }
 
 /// Loop iterations an invocation runs per matrix product and per matrix load (what Mesa's
@@ -75,6 +70,16 @@ fn loops_per(build: Build) -> (u64, u64) {
         Build::Device => (0, 0),
         Build::Emulated => (8 + 8 * 17, 8),
     }
+}
+
+/// Heads of the chunk in `params`, N, M and D.
+fn dims(params: &Params) -> (u64, u64, u64, u64) {
+    (
+        params.heads as u64,
+        params.seq as u64,
+        params.kv_seq as u64,
+        params.head_dim as u64,
+    )
 }
 
 /// The dispatch of product `qk` (else `pv`) with its three buffers, grid, traffic and loops; both
@@ -91,11 +96,7 @@ fn dispatch(
     loop_iters: u64,
     note: &str,
 ) -> Dispatch {
-    let (n, m, d) = (
-        params.seq as u64,
-        params.kv_seq as u64,
-        params.head_dim as u64,
-    );
+    let (count, n, m, d) = dims(&params);
     Dispatch {
         name: if qk { "qk" } else { "pv" }.into(),
         phase: Phase::Forward,
@@ -112,7 +113,7 @@ fn dispatch(
         workgroups,
         reads_bytes,
         writes_bytes,
-        flops: 2 * params.heads as u64 * n * m * d,
+        flops: 2 * count * n * m * d,
         loop_iters,
         note: note.into(),
     }
@@ -125,12 +126,7 @@ pub fn qk(
     caps: &AdapterCaps,
     build: Build,
 ) -> Result<Dispatch, String> {
-    let count = params.heads as u64;
-    let (n, m, d) = (
-        params.seq as u64,
-        params.kv_seq as u64,
-        params.head_dim as u64,
-    );
+    let (count, n, m, d) = dims(&params);
     let (mma, load) = loops_per(build);
     Ok(dispatch(
         true,
@@ -157,12 +153,7 @@ pub fn pv(
     caps: &AdapterCaps,
     build: Build,
 ) -> Result<Dispatch, String> {
-    let count = params.heads as u64;
-    let (n, m, d) = (
-        params.seq as u64,
-        params.kv_seq as u64,
-        params.head_dim as u64,
-    );
+    let (count, n, m, d) = dims(&params);
     let (mma, load) = loops_per(build);
     let d16 = d / 16;
     Ok(dispatch(

@@ -91,13 +91,20 @@ pub fn spirv_modules() -> &'static [(&'static str, &'static [u8])] {
     SPIRV_MODULES
 }
 
-/// The SPIR-V module build.rs compiled under `name` (its `modules`).
-pub(crate) fn spirv(name: &str) -> (&'static str, &'static [u8]) {
-    SPIRV_MODULES
+/// The SPIR-V module build.rs compiled under `module` (its `modules`) as the shader of GLSL `file`
+/// (`source` its text), tagged with the module's name: every SPIR-V kernel's and probe's shader.
+pub(crate) fn spirv_shader(file: &'static str, source: &'static str, module: &str) -> Shader {
+    let (tag, spirv) = SPIRV_MODULES
         .iter()
-        .find(|m| m.0 == name)
+        .find(|m| m.0 == module)
         .copied()
-        .unwrap_or_else(|| panic!("build.rs compiles no SPIR-V module `{name}`"))
+        .unwrap_or_else(|| panic!("build.rs compiles no SPIR-V module `{module}`"));
+    Shader {
+        file,
+        source,
+        tag,
+        spirv,
+    }
 }
 
 /// The name suffix of a build's modules.
@@ -134,30 +141,24 @@ fn options(p: &Problem) -> String {
 /// bias bound last and dropout where `p` has them. The caller has run [`check`].
 pub fn shader(p: &Problem, build: Build, rows: u32) -> Shader {
     let shape = shape(p.head_dim, build).unwrap_or_else(|e| panic!("{e}"));
-    let (tag, spirv) = spirv(&format!(
-        "{}{}",
-        shape.module(p.dtype == DType::BF16, rows, p.backward, &options(p)),
-        tail(build)
-    ));
-    Shader {
-        file: "tiled_coop_vk.comp",
-        source: SOURCE,
-        tag,
-        spirv,
-    }
+    let module = shape.module(p.dtype == DType::BF16, rows, p.backward, &options(p));
+    spirv_shader(
+        "tiled_coop_vk.comp",
+        SOURCE,
+        &format!("{module}{}", tail(build)),
+    )
 }
 
 /// A backward pass for `p` (its head dimension's build, [`bwd_shape`]): `kv` (dK, dV) or dQ, with
 /// a mask bias bound last and dropout where `p` has them. The caller has run [`check_backward`].
 pub fn bwd_shader(p: &Problem, kv: bool, build: Build) -> Shader {
     let shape = bwd_shape(p.head_dim, build).unwrap_or_else(|e| panic!("{e}"));
-    let (tag, spirv) = spirv(&format!("{}{}", shape.module(kv, &options(p)), tail(build)));
-    Shader {
-        file: "tiled_coop_vk_bwd.comp",
-        source: BWD_SOURCE,
-        tag,
-        spirv,
-    }
+    let module = shape.module(kv, &options(p));
+    spirv_shader(
+        "tiled_coop_vk_bwd.comp",
+        BWD_SOURCE,
+        &format!("{module}{}", tail(build)),
+    )
 }
 
 /// Workgroup storage a workgroup of the forward of `build` declares at `shape`.
@@ -556,20 +557,16 @@ pub fn read_probe(out: &[f32]) -> CoopLayout {
 /// The probe as a plan (one subgroup, one `OUT` buffer of 32 x [`PROBE_STRIDE`] floats), run
 /// by the runner like any other.
 pub fn probe_plan(build: Build) -> Plan {
-    let tag = match build {
-        Build::Device => "spirv",
-        Build::Emulated => "spirv-emu",
-    };
-    layout_probe_plan(&format!("coop_layout_probe{}", tail(build)), tag)
+    layout_probe_plan(&format!("coop_layout_probe{}", tail(build)))
 }
 
 /// The probe of the bf16 A operand's layout (the device build of coop_layout_probe.comp with
 /// BF16 = 1; a device with bf16 cooperative matrices only).
 pub fn probe_plan_bf16() -> Plan {
-    layout_probe_plan("coop_layout_probe_bf16", "spirv-bf16")
+    layout_probe_plan("coop_layout_probe_bf16")
 }
 
-fn layout_probe_plan(module: &str, tag: &'static str) -> Plan {
+fn layout_probe_plan(module: &str) -> Plan {
     let bytes = (32 * PROBE_STRIDE * 4) as u64;
     Plan {
         variant: "probe-coop-layout".into(),
@@ -578,12 +575,7 @@ fn layout_probe_plan(module: &str, tag: &'static str) -> Plan {
             name: "coop_layout".into(),
             phase: Phase::Forward,
             saved: vec![],
-            shader: Shader {
-                file: "coop_layout_probe.comp",
-                source: PROBE_SOURCE,
-                tag,
-                spirv: spirv(module).1,
-            },
+            shader: spirv_shader("coop_layout_probe.comp", PROBE_SOURCE, module),
             entry: "main",
             overrides: vec![],
             params: Params::new(1, 0, 0, false, 1.0),

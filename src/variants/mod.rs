@@ -653,11 +653,12 @@ pub const AUTO_RULE: &str = "the compatible variant with the lowest auto_rank in
     D128, results/EXPERIMENTS.md v41-tiled-bwd-wide), which auto passes over; naming it still \
     runs it";
 
-/// Why `auto` passes over a compatible plan, if it does: `tiled`'s training plan on a small
-/// backward tile (its config BWD_TILE below 32), measured far slower than materializing.
-fn passed_over(name: &str, plan: &Plan) -> Option<String> {
+/// Why `auto` passes over a compatible plan, if it does: a training plan whose fused backward
+/// takes a small tile (config BWD_TILE below 32: `tiled`'s, the one plan that records it),
+/// measured far slower than materializing.
+fn passed_over(plan: &Plan) -> Option<String> {
     let tile = plan.config.iter().find(|(k, _)| k == "BWD_TILE")?.1;
-    (name == "tiled" && tile < 32.0).then(|| {
+    (tile < 32.0).then(|| {
         format!(
             "compatible, but its backward takes the small {tile} x {tile} tile, measured 3.97x \
              slower than unfused-inplace on the H100 (f16 D128: 27291.8 vs 6877.4 µs, \
@@ -675,7 +676,7 @@ pub fn auto(p: &Problem, caps: &AdapterCaps) -> Result<AutoChoice> {
     let mut not_picked = Vec::new();
     for v in ranked {
         let planned = plan(v.name, p, caps);
-        if let Some(why) = planned.as_ref().ok().and_then(|x| passed_over(v.name, x)) {
+        if let Some(why) = planned.as_ref().ok().and_then(passed_over) {
             not_picked.push((v.name.to_string(), why));
             continue;
         }
