@@ -23,12 +23,12 @@ struct Glsl {
 /// shaders/coopmat_emu.glsl (EMULATE_COOPMAT = 1, name suffix `_emu`), which the tests run on
 /// lavapipe (src/kernels/tiled_coop_vk.rs, `Build::Emulated`).
 /// - tiled_coop_vk.comp `tiled_coop_vk[_bf16]_d{D}_b{BC}[_np]_r{ROWS}[_lse][_mask][_drop]`: bf16
-///   storage (BF16, inference only) or f16, the head dimension, key block and prefetch of each
+///   storage (BF16) or f16, the head dimension, key block and prefetch of each
 ///   build (src/kernels/tiled_coop_vk_shapes.rs), one
 ///   or two 16-row tiles a subgroup (ROWS), training (LSE: also writes L), a mask bias (MASK,
 ///   bound after the plan's other buffers: binding 5, or 6 with L), dropout (DROPOUT);
-/// - tiled_coop_vk_bwd.comp `tiled_coop_vk_bwd_d{D}_b{BLOCK}[_np]_{kv,q}[_mask][_drop]`: the
-///   backward passes at each head dimension that has them (the mask at binding 9 for bwd_kv, 8
+/// - tiled_coop_vk_bwd.comp `tiled_coop_vk_bwd[_bf16]_d{D}_b{BLOCK}[_np]_{kv,q}[_mask][_drop]`: the
+///   backward passes (bf16 or f16) at each head dimension that has them (the mask at binding 9 for bwd_kv, 8
 ///   for bwd_q);
 /// - gemm_coop_vk.comp `gemm_coop_vk_{qk,pv}_d{64,128,256}`: `unfused-coop`'s S = Q·Kᵀ and
 ///   O = P·V at three head dimensions (HEAD_D);
@@ -68,8 +68,7 @@ fn modules() -> Vec<Glsl> {
         };
         for shape in shapes {
             for &rows in shape.rows {
-                // bf16: inference only (the backward passes are f16).
-                for (bf16, lse) in [(false, false), (false, true), (true, false)] {
+                for (bf16, lse) in [(false, false), (false, true), (true, false), (true, true)] {
                     if lse && !shape.training {
                         continue;
                     }
@@ -97,10 +96,11 @@ fn modules() -> Vec<Glsl> {
             &BACKWARD_DEVICE
         };
         for shape in bwd_shapes {
-            for kv in [true, false] {
+            for (bf16, kv) in [(false, true), (false, false), (true, true), (true, false)] {
                 for (mask, drop) in opts {
-                    let name = shape.module(kv, &options(mask, drop));
+                    let name = shape.module(bf16, kv, &options(mask, drop));
                     let defines = vec![
+                        ("BF16", (bf16 as u8).to_string()),
                         ("KV", (kv as u8).to_string()),
                         ("HEAD_D", shape.d.to_string()),
                         ("BLOCK", shape.block.to_string()),

@@ -2,9 +2,10 @@
 // passes on cooperative matrices with P and dS in registers (src/kernels/tiled_coop_vk.rs). GLSL
 // compiled to SPIR-V by build.rs, twice: KV = 1 is `bwd_kv` (dK, dV), KV = 0 is `bwd_q` (dQ). Both
 // follow `bwd_dot` (tiled_bwd_dot.wgsl: D = rowsum(dO ∘ O)) and recompute P = exp2(S - L) from Q,
-// K and the forward's row logsumexp L (base 2; +inf for a row with no allowed key). f16 in device
-// memory, f32 accumulators, P and dS rounded to one f16 each before their products (as
-// FlashAttention-2 rounds them). A mask bias where the problem has one (MASK); dropout with the
+// K and the forward's row logsumexp L (base 2; +inf for a row with no allowed key). f16 (or with
+// BF16 = 1 bf16: coop_vk_common.glsl's ELEM) in device memory, f32 accumulators, P and dS rounded
+// to one element of the storage dtype each before their products (as FlashAttention-2 rounds
+// them). A mask bias where the problem has one (MASK); dropout with the
 // forward's factors Z (coop_vk_common.glsl): dV += (P ∘ Z)ᵀ dO, dS = P ∘ (dP ∘ Z - D).
 //
 // Where tiled_coop_bwd_{kv,q}.wgsl must store every Sᵀ / dPᵀ tile to workgroup memory to reach its
@@ -36,42 +37,42 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
-// Defined by build.rs: KV (1: bwd_kv, 0: bwd_q); HEAD_D, BLOCK (B), PREFETCH; MASK, MASK_BINDING
-// and EMULATE_COOPMAT as for the forward.
+// Defined by build.rs: KV (1: bwd_kv, 0: bwd_q); HEAD_D, BLOCK (B), PREFETCH; BF16, MASK,
+// MASK_BINDING and EMULATE_COOPMAT as for the forward.
 #include "coop_vk_common.glsl"
 
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
 
 // kernels/tiled_bwd.rs `bindings`: Q, K, V, dO, L, D, then the gradients.
-layout(set = 0, binding = 1, std430) readonly buffer QBuf { f16vec4 q4[]; };
-layout(set = 0, binding = 2, std430) readonly buffer KBuf { f16vec4 k4[]; };
-layout(set = 0, binding = 3, std430) readonly buffer VBuf { f16vec4 v4[]; };
-layout(set = 0, binding = 4, std430) readonly buffer GBuf { f16vec4 g4[]; };  // dO
+layout(set = 0, binding = 1, std430) readonly buffer QBuf { ELEM4 q4[]; };
+layout(set = 0, binding = 2, std430) readonly buffer KBuf { ELEM4 k4[]; };
+layout(set = 0, binding = 3, std430) readonly buffer VBuf { ELEM4 v4[]; };
+layout(set = 0, binding = 4, std430) readonly buffer GBuf { ELEM4 g4[]; };  // dO
 layout(set = 0, binding = 5, std430) readonly buffer LBuf { float lse[]; };
 layout(set = 0, binding = 6, std430) readonly buffer DBuf { float delta[]; };
 #if KV
-layout(set = 0, binding = 7, std430) buffer DkBuf { f16vec2 dk2[]; };
-layout(set = 0, binding = 8, std430) buffer DvBuf { f16vec2 dv2[]; };
+layout(set = 0, binding = 7, std430) buffer DkBuf { ELEM2 dk2[]; };
+layout(set = 0, binding = 8, std430) buffer DvBuf { ELEM2 dv2[]; };
 #else
-layout(set = 0, binding = 7, std430) buffer DqBuf { f16vec2 dq2[]; };
+layout(set = 0, binding = 7, std430) buffer DqBuf { ELEM2 dq2[]; };
 #endif
 
 const uint B = BLOCK;             // rows (bwd_kv) or keys (bwd_q) a staged block
 const uint NB = B / 16;           // 16-row (16-key) tiles a block
 const uint DC = D / 16;           // column tiles of D
-const uint LOADS = B * D4 / 128;  // f16vec4 of each staged tensor an invocation moves a block: 8 at B = D = 64
+const uint LOADS = B * D4 / 128;  // ELEM4 of each staged tensor an invocation moves a block: 8 at B = D = 64
 
 // bwd_kv: Q and dO of a block of rows; bwd_q: K and V of a block of keys. [row][KP4].
-shared f16vec4 xs[B * KP4];
-shared f16vec4 ys[B * KP4];
+shared ELEM4 xs[B * KP4];
+shared ELEM4 ys[B * KP4];
 #if KV
 shared float ls[B];  // L of the block's rows (+inf past N)
 shared float ds[B];  // D of the block's rows (0 past N)
 #endif
 
 // Stores elements i and i + 1 of an accumulator (two adjacent columns of one row: the layout's
-// pairs) at element `at` of an f16vec2 buffer, as f16.
-#define STORE_PAIR(BUF, at, acc, i) BUF[(at) / 2u] = f16vec2((acc)[i], (acc)[(i) + 1u])
+// pairs) at element `at` of an ELEM2 buffer, in the storage dtype.
+#define STORE_PAIR(BUF, at, acc, i) BUF[(at) / 2u] = TO_ELEM2((acc)[i], (acc)[(i) + 1u])
 
 void main() {
     const uint t = gl_LocalInvocationIndex;
@@ -89,7 +90,7 @@ void main() {
     const uint kvh = params.head_offset / params.kv_group + gl_WorkGroupID.y;
     const uint j0 = gl_WorkGroupID.x * 64u;  // the workgroup's first key
     const uint js = j0 + 16u * sg;         // this subgroup's first key
-    const uint kvb = kvh * nk * D4;        // this head's K/V, in f16vec4
+    const uint kvb = kvh * nk * D4;        // this head's K/V, in ELEM4
 
     // This subgroup's 16 keys of K and V as A matrices, straight from device memory (K and V are
     // padded by 128 rows past the last head; keys past M are masked).
@@ -111,11 +112,11 @@ void main() {
     }
     for (uint r = 0; r < params.kv_group; r++) {
         const uint head = kvh * params.kv_group + r;
-        const uint qb = head * n * D4;  // this head's Q and dO, in f16vec4 (padded like Q)
+        const uint qb = head * n * D4;  // this head's Q and dO, in ELEM4 (padded like Q)
         // The first block into registers (with PREFETCH; else each block as it is staged);
         // invocations 0 .. B - 1 also carry a row's L and D.
-        f16vec4 pq[LOADS];
-        f16vec4 pg[LOADS];
+        ELEM4 pq[LOADS];
+        ELEM4 pg[LOADS];
         float pl = uintBitsToFloat(0x7f800000u);
         float pd = 0.0;
 #if PREFETCH
@@ -188,8 +189,8 @@ void main() {
                     }
                     const float p = exp2(x - ls[rl]);
                     const float z = DROP(head, i0 + rl, js + frag_row(i));
-                    pa[A_OF(i)] = float16_t(p * z);
-                    dsa[A_OF(i)] = float16_t(p * (dpt[i] * z - ds[rl]) * scale);
+                    pa[A_OF(i)] = TO_A(p * z);
+                    dsa[A_OF(i)] = TO_A(p * (dpt[i] * z - ds[rl]) * scale);
                 }
                 // 4. dV += Pᵀ dO, dK += dSᵀ Q (dO and Q rows 16nt .. read row-major).
                 [[unroll]] for (uint c = 0; c < DC; c++) {
@@ -246,8 +247,8 @@ void main() {
     if (causal) {
         kv_end = uint(clamp(int(i0 + 64u) + off, 0, int(nk)));
     }
-    f16vec4 pk[LOADS];
-    f16vec4 pv[LOADS];
+    ELEM4 pk[LOADS];
+    ELEM4 pv[LOADS];
 #if PREFETCH
     FETCH_BLOCK(pk, pv, k4, v4, kvb, 0u)
 #endif
@@ -294,7 +295,7 @@ void main() {
                 }
                 const float p = exp2(x - lr[h]);
                 const float z = DROP(head, r0 + frag_row(i), j0 + 16u * nt + frag_col(i));
-                dsa[A_OF(i)] = float16_t(p * (dp[i] * z - dr[h]) * scale);
+                dsa[A_OF(i)] = TO_A(p * (dp[i] * z - dr[h]) * scale);
             }
             // 4. dQ += dS K (K rows 16nt .. read row-major).
             [[unroll]] for (uint c = 0; c < DC; c++) {

@@ -208,10 +208,10 @@ fn every_spirv_module_passes_a_current_validator() {
     let dir = std::env::temp_dir().join(format!("attn-wgpu-spirv-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let modules = tiled_coop_vk::spirv_modules();
-    // 2 builds x (28 f16 forward: 16 at D = 64, 8 at D = 128, inference's 4 at D = 256; 16 bf16
-    // forward, inference at the same shapes; 16 backward, 8 at D = 64 and 128; the layout probe;
-    // the matrix probe; 6 products), and the device's bf16 layout probe.
-    assert_eq!(modules.len(), 137);
+    // 2 builds x (28 f16 forward: 16 at D = 64, 8 at D = 128, inference's 4 at D = 256; 28 bf16
+    // forward at the same shapes; 16 f16 backward, 8 at D = 64 and 128, and 16 bf16; the layout
+    // probe; the matrix probe; 6 products), and the device's bf16 layout probe.
+    assert_eq!(modules.len(), 193);
     for (name, spirv) in modules {
         let path = dir.join(format!("{name}.spv"));
         std::fs::write(&path, spirv).unwrap();
@@ -281,7 +281,7 @@ fn every_refusal_names_its_reason() {
         e.contains("compiled for D = 64, 128 (got --head-dim 256)"),
         "{e}"
     );
-    // bf16: where the device has bf16 cooperative matrices, inference only.
+    // bf16: where the device has bf16 cooperative matrices, forward and backward.
     let mut q = problem();
     q.dtype = DType::BF16;
     let e = refusal(&q, &h200());
@@ -297,7 +297,19 @@ fn every_refusal_names_its_reason() {
         .tag
         .starts_with("tiled_coop_vk_bf16_d64"));
     q.backward = true;
-    assert!(refusal(&q, &c).contains("f16 only"));
+    let plan = variants::plan("tiled-coop-vk", &q, &c).unwrap();
+    let bwd: Vec<&str> = plan.dispatches.iter().map(|d| d.shader.tag).collect();
+    assert!(
+        bwd.iter()
+            .any(|t| t.starts_with("tiled_coop_vk_bf16_d64") && t.contains("_lse"))
+            && bwd
+                .iter()
+                .any(|t| t.starts_with("tiled_coop_vk_bwd_bf16_d64") && t.ends_with("_kv"))
+            && bwd
+                .iter()
+                .any(|t| t.starts_with("tiled_coop_vk_bwd_bf16_d64") && t.ends_with("_q")),
+        "{bwd:?}"
+    );
     let mut q = problem();
     q.dtype = DType::F32;
     assert!(refusal(&q, &c).contains("f32"));
@@ -704,6 +716,29 @@ fn the_backward_passes_on_emulated_matrices() {
     p.kv_seq = 70;
     p.backward = true;
     emulated_passes_with(&p, 1);
+}
+
+#[test]
+fn the_bf16_backward_passes_on_emulated_matrices() {
+    // The bf16 builds of both backward passes (bf16 operands, P and dS rounded to bf16, gradients
+    // stored as bf16) after the bf16 forward that writes L: causal over two blocks at each head
+    // dimension with a backward; GQA 2:1 with N != M bottom-right, dropout and key padding.
+    for d in [64u32, 128] {
+        let mut p = f16(1, 2, 100, true);
+        p.head_dim = d;
+        p.dtype = DType::BF16;
+        p.backward = true;
+        emulated_passes_with(&p, 1);
+    }
+    let mut p = f16(1, 4, 50, true);
+    p.dtype = DType::BF16;
+    p.kv_heads = 2;
+    p.kv_seq = 70;
+    p.causal_align = CausalAlign::BottomRight;
+    p.dropout = 0.1;
+    p.backward = true;
+    let x = key_padding(&mut p, &[70 - 9]);
+    emulated_passes_on(&p, &x, 1);
 }
 
 #[test]

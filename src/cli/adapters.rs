@@ -53,11 +53,11 @@ fn matrix_paths(exts: &[String], caps: &attn_wgpu::gpu::AdapterCaps, adapter: &w
         }
     }
     if khr {
-        // bf16: tiled-coop-vk's bf16 builds (inference), where the device is opened with
+        // bf16: tiled-coop-vk's bf16 builds (forward and backward), where the device is opened with
         // VK_KHR_shader_bfloat16 (src/gpu/bf16.rs); the other matrix variants are f16 only.
         match attn_wgpu::gpu::bf16::offered(adapter) {
             Ok(()) => println!(
-                "      bf16 on matrix units: tiled-coop-vk (inference; GLSL GL_EXT_bfloat16), \
+                "      bf16 on matrix units: tiled-coop-vk (forward and backward; GLSL GL_EXT_bfloat16), \
                  the device opened through wgpu-hal with VK_KHR_shader_bfloat16 \
                  (shaderBFloat16Type, shaderBFloat16CooperativeMatrix) when a matrix variant runs; \
                  tiled-coop and unfused-coop are f16 only"

@@ -153,7 +153,7 @@ pub fn shader(p: &Problem, build: Build, rows: u32) -> Shader {
 /// a mask bias bound last and dropout where `p` has them. The caller has run [`check_backward`].
 pub fn bwd_shader(p: &Problem, kv: bool, build: Build) -> Shader {
     let shape = bwd_shape(p.head_dim, build).unwrap_or_else(|e| panic!("{e}"));
-    let module = shape.module(kv, &options(p));
+    let module = shape.module(p.dtype == DType::BF16, kv, &options(p));
     spirv_shader(
         "tiled_coop_vk_bwd.comp",
         BWD_SOURCE,
@@ -279,15 +279,11 @@ pub(crate) fn f16_only(p: &Problem) -> Result<(), String> {
     Ok(())
 }
 
-/// f16; bf16 in inference, where the device has bf16 cooperative matrices (the emulated build
-/// carries bf16 in f16 containers and needs nothing more).
+/// f16; bf16 where the device has bf16 cooperative matrices (the emulated build carries bf16 in
+/// f16 containers and needs nothing more).
 fn dtype_check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
     match p.dtype {
         DType::F16 => Ok(()),
-        DType::BF16 if p.backward => Err(
-            "bf16 training: the backward passes (tiled_coop_vk_bwd.comp) are built for f16 only"
-                .into(),
-        ),
         DType::BF16 => match (&caps.bf16_matrix, build) {
             (_, Build::Emulated) | (Bf16Matrix::On, Build::Device) => Ok(()),
             (Bf16Matrix::Off(why), Build::Device) => Err(format!(
@@ -295,9 +291,9 @@ fn dtype_check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), Stri
                  (shaderBFloat16Type, shaderBFloat16CooperativeMatrix): {why}"
             )),
         },
-        DType::F32 => Err(
-            "dtype f32 is not implemented on cooperative matrices (f16, and bf16 forward)".into(),
-        ),
+        DType::F32 => {
+            Err("dtype f32 is not implemented on cooperative matrices (f16 and bf16)".into())
+        }
     }
 }
 

@@ -73,10 +73,11 @@ impl BackwardShape {
         2 * self.block as u64 * (self.d as u64 + 8) * 2 + if kv { 2 * self.block as u64 * 4 } else { 0 }
     }
 
-    /// The module's name (build.rs adds `_emu` to the emulated build's).
-    pub fn module(&self, kv: bool, options: &str) -> String {
+    /// The module's name (build.rs adds `_emu` to the emulated build's): bf16 or f16 storage.
+    pub fn module(&self, bf16: bool, kv: bool, options: &str) -> String {
         format!(
-            "tiled_coop_vk_bwd_d{}_b{}{}_{}{options}",
+            "tiled_coop_vk_bwd{}_d{}_b{}{}_{}{options}",
+            if bf16 { "_bf16" } else { "" },
             self.d,
             self.block,
             if self.prefetch { "" } else { "_np" },

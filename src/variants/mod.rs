@@ -422,7 +422,7 @@ pub const VARIANTS: &[Variant] = &[
     Variant {
         id: VariantId::TiledCoopVk,
         name: "tiled-coop-vk",
-        summary: "Vulkan only: tiled-coop with the softmax in registers (S and P never in workgroup memory), a GLSL kernel (GL_KHR_cooperative_matrix) compiled to SPIR-V at build time and run through PASSTHROUGH_SHADERS; f16 (bf16 forward where the driver has bf16 cooperative matrices), D = 64/128/256 (backward f16 D = 64/128), masks, dropout",
+        summary: "Vulkan only: tiled-coop with the softmax in registers (S and P never in workgroup memory), a GLSL kernel (GL_KHR_cooperative_matrix) compiled to SPIR-V at build time and run through PASSTHROUGH_SHADERS; f16 and bf16 (bf16 where the driver has bf16 cooperative matrices), D = 64/128/256 (backward D = 64/128), masks, dropout",
         needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX.union(wgpu::Features::SUBGROUP),
         requires: F16_BF16_MATRICES,
         fully_masked: Semantics::Zero,
