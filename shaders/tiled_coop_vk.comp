@@ -72,9 +72,7 @@ void main() {
     const uint nk = params.kv_seq;
     const uint head = params.head_offset + gl_WorkGroupID.y;
     const uint base = head * n * D;
-    // Row blocks last first: under causal masking the last rows see the most keys, so the
-    // heaviest workgroups start first and the light ones fill the tail.
-    const uint i0 = (gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x) * BR;
+    const uint i0 = gl_WorkGroupID.x * BR;
     const uint r0 = i0 + sg * SG_ROWS;  // this subgroup's first row
     const bool causal = params.causal != 0u;
     const int off = params.causal_off;

@@ -218,9 +218,7 @@ void main() {
     }
 #else
     const uint head = params.head_offset + gl_WorkGroupID.y;
-    // Row blocks last first: under causal masking the last rows see the most keys, so the
-    // heaviest workgroups start first and the light ones fill the tail.
-    const uint i0 = (gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x) * 64u;  // the workgroup's first row
+    const uint i0 = gl_WorkGroupID.x * 64u;  // the workgroup's first row
     const uint r0 = i0 + 16u * sg;         // this subgroup's first row
     const uint qb = head * n * D4;         // this head's Q and dO (padded by 128 rows)
     const uint kvb = (head / params.kv_group) * nk * D4;

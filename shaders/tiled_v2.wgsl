@@ -56,7 +56,6 @@ var<workgroup> vs: array<vec4<f32>, 16u * BC>;  // [key][d / 4]: BC x 16
 @compute @workgroup_size(128, 1, 1)
 fn main(
     @builtin(workgroup_id) wg: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) t: u32,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
@@ -64,9 +63,7 @@ fn main(
     let nk = params.kv_seq;  // keys (M)
     let d = select(params.head_dim, HD, HD != 0u);
     let head = params.head_offset + wg.y;
-    // Row blocks last first: under causal masking the last rows see the most keys, so the
-    // heaviest workgroups start first and the light ones fill the tail.
-    let i0 = (nwg.x - 1u - wg.x) * BR;
+    let i0 = wg.x * BR;
     let causal = params.causal != 0u;
     let ninf = neg_inf();
     let ty = t / 8u;

@@ -67,16 +67,13 @@ const VS: u32 = 1536u;
 @compute @workgroup_size(128, 1, 1)
 fn main(
     @builtin(workgroup_id) wg: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) t: u32,
 ) {
     let n = params.seq;
     let nk = params.kv_seq;  // keys (M)
     let head = params.head_offset + wg.y;
     let kvh = kv_head(head);
-    // Row blocks last first: under causal masking the last rows see the most keys, so the
-    // heaviest workgroups start first and the light ones fill the tail.
-    let i0 = (nwg.x - 1u - wg.x) * BR;
+    let i0 = wg.x * BR;
     let causal = params.causal != 0u;
     let ninf = neg_inf();
     let ty = t / 8u;
