@@ -43,6 +43,30 @@ impl Shader {
         !self.spirv.is_empty()
     }
 
+    /// Whether the kernel runs its products on cooperative matrices (matrix units), as it
+    /// declares itself: a SPIR-V module with the CooperativeMatrixKHR capability (the emulated
+    /// builds have none), or WGSL that enables `wgpu_cooperative_matrix`.
+    pub fn on_matrix_units(&self) -> bool {
+        if self.is_spirv() {
+            // OpCapability (opcode 17, two words) CooperativeMatrixKHR (6022), among the
+            // module's leading capability instructions (after the 5-word header).
+            let words: Vec<u32> = self
+                .spirv
+                .chunks_exact(4)
+                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                .collect();
+            return words
+                .get(5..)
+                .unwrap_or_default()
+                .chunks_exact(2)
+                .take_while(|op| op[0] == (2 << 16) | 17)
+                .any(|op| op[1] == 6022);
+        }
+        self.source
+            .lines()
+            .any(|l| l.trim_start().starts_with("enable wgpu_cooperative_matrix"))
+    }
+
     /// What names this kernel in caches: sources (composed ones are leaked) and SPIR-V live for
     /// the whole process, so their addresses and the source's length do; one GLSL source has
     /// several SPIR-V builds, hence the SPIR-V's address too.

@@ -124,7 +124,7 @@ pub struct ProbeFile {
     pub f16_note: Option<String>,
     /// The matrix units' f16 peak (16 x 16 x 16 cooperative-matrix products, f32 accumulators:
     /// shaders/probe_coop.comp), where the device has them; the arithmetic ceiling of the
-    /// dispatches that run on them (`matrix_kernel`). Absent in probe files written before it.
+    /// dispatches that run on them (`Shader::on_matrix_units`). Absent in probe files written before it.
     #[serde(default)]
     pub matrix_f16: Option<Ceiling>,
     /// Why the matrix units were not probed, when they were not.
@@ -313,12 +313,6 @@ pub fn coop_plan(build: Build, workgroups: u64, iters: u32, max_dim: u32) -> Pla
     plan
 }
 
-/// Whether a dispatch's kernel (its shader file) runs its products on cooperative matrices: the
-/// matrix peak, where probed, is its arithmetic ceiling.
-pub fn matrix_kernel(shader: &str) -> bool {
-    shader.contains("coop")
-}
-
 fn measure(runner: &mut Runner, plan: &Plan, reps: u32, unit: &str) -> Result<Ceiling> {
     let empty = Inputs::none();
     let m = runner.execute(
@@ -501,12 +495,12 @@ pub fn peak_for(p: &ProbeFile, dtype: &str) -> f64 {
     }
 }
 
-/// The arithmetic peak of one dispatch (its kernel file `shader`): the matrix units' where it runs
-/// on them ([`matrix_kernel`]) and they were probed, else [`peak_for`]; and which probe that is
-/// (`matrix f16`, `f16` or `f32`).
-pub fn peak_of(p: &ProbeFile, dtype: &str, shader: &str) -> (f64, &'static str) {
+/// The arithmetic peak of one dispatch: the matrix units' where it runs on them (`matrix`: its
+/// kernel declares so, `Shader::on_matrix_units`) and they were probed, else [`peak_for`]; and
+/// which probe that is (`matrix f16`, `f16` or `f32`).
+pub fn peak_of(p: &ProbeFile, dtype: &str, matrix: bool) -> (f64, &'static str) {
     match &p.matrix_f16 {
-        Some(c) if matrix_kernel(shader) => (c.best_rate, "matrix f16"),
+        Some(c) if matrix => (c.best_rate, "matrix f16"),
         _ if dtype == "f16" && p.fma_f16.is_some() => (peak_for(p, dtype), "f16"),
         _ => (peak_for(p, dtype), "f32"),
     }

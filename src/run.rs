@@ -28,6 +28,9 @@ pub struct DispatchRow {
     pub writes_bytes: u64,
     pub flops: u64,
     pub note: String,
+    /// Whether the kernel runs on cooperative matrices, as it declares itself
+    /// (`Shader::on_matrix_units`): its roofline ceiling is the matrix units' peak where probed.
+    pub matrix_units: bool,
     /// Workgroup memory one workgroup declares (`kernels::workgroup_bytes`): on chip, not
     /// traffic. None where naga could not read the kernel.
     pub workgroup_storage_bytes: Option<u64>,
@@ -234,6 +237,7 @@ pub fn summarize(
                     writes_bytes: 0,
                     flops: 0,
                     note: d.note.clone(),
+                    matrix_units: d.shader.on_matrix_units(),
                     workgroup_storage_bytes: crate::kernels::workgroup_bytes(
                         &d.shader,
                         d.entry,

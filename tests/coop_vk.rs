@@ -1010,16 +1010,35 @@ fn the_matrix_probe_runs_on_emulated_matrices_and_sets_the_coop_ceiling() {
     };
     q.fma_f16 = Some(rate(100.0));
     q.matrix_f16 = Some(rate(900.0));
-    assert_eq!(
-        probe::peak_of(&q, "f16", "gemm_coop_vk.comp"),
-        (900.0, "matrix f16")
-    );
-    assert_eq!(
-        probe::peak_of(&q, "f16", "tiled_coop_rt2.wgsl+tiled_coop_lib.wgsl").0,
-        900.0
-    );
-    assert_eq!(probe::peak_of(&q, "f16", "qk.wgsl"), (100.0, "f16"));
-    assert_eq!(probe::peak_of(&p, "f16", "gemm_coop_vk.comp").1, "f16");
+    assert_eq!(probe::peak_of(&q, "f16", true), (900.0, "matrix f16"));
+    assert_eq!(probe::peak_of(&q, "f16", false), (100.0, "f16"));
+    assert_eq!(probe::peak_of(&p, "f16", true).1, "f16");
+}
+
+/// Which kernels run on matrix units is what each kernel declares: the device builds of the
+/// GLSL kernels (the CooperativeMatrixKHR capability) and WGSL enabling wgpu_cooperative_matrix;
+/// not the emulated builds (scalar code on lavapipe), nor the scalar WGSL.
+#[test]
+fn kernels_declare_whether_they_run_on_matrix_units() {
+    let mut p = f16(1, 2, 128, true);
+    let dev = variants::plan("tiled-coop-vk", &p, &h200()).unwrap();
+    assert!(dev.dispatches[0].shader.on_matrix_units());
+    let gpu = common::gpu();
+    let emu = variants::tiled::build_coop_vk_emulated(&p, &gpu.caps, 1).unwrap();
+    assert!(!emu.dispatches[0].shader.on_matrix_units());
+    let coop = variants::plan("tiled-coop", &p, &h200()).unwrap();
+    assert!(coop.dispatches.iter().any(|d| d.shader.on_matrix_units()));
+    let unfused = variants::plan("unfused-coop", &p, &h200()).unwrap();
+    let on: Vec<&str> = unfused
+        .dispatches
+        .iter()
+        .filter(|d| d.shader.on_matrix_units())
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(on, ["qk", "pv"]);
+    p.dtype = DType::F32;
+    let tiled = variants::plan("tiled", &p, &h200()).unwrap();
+    assert!(tiled.dispatches.iter().all(|d| !d.shader.on_matrix_units()));
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::probe::{matrix_kernel, peak_for, peak_of, roofline, ProbeFile, RooflinePoint};
+use crate::probe::{peak_for, peak_of, roofline, ProbeFile, RooflinePoint};
 use crate::run::{DispatchRow, VariantRun};
 
 /// Three significant digits (0.0123, 1.23, 123).
@@ -45,7 +45,7 @@ pub struct RooflineSource {
     pub peak_gflops: f64,
     pub peak_fma: &'static str,
     /// The matrix units' f16 peak, GFLOP/s, where the probe measured it: the ceiling of the
-    /// dispatches on cooperative matrices (`probe::matrix_kernel`).
+    /// dispatches on cooperative matrices (`Shader::on_matrix_units`).
     pub matrix_gflops: Option<f64>,
     /// FLOP/byte where the two ceilings meet.
     pub ridge_flop_per_byte: f64,
@@ -73,7 +73,7 @@ pub fn point(p: &ProbeFile, dtype: &str, d: &DispatchRow) -> Option<RooflinePoin
     let us = d.gpu_us?.median;
     roofline(
         p,
-        peak_of(p, dtype, &d.shader).0,
+        peak_of(p, dtype, d.matrix_units).0,
         d.flops,
         d.reads_bytes + d.writes_bytes,
         us,
@@ -105,7 +105,7 @@ pub fn block(p: &ProbeFile, source: &str, r: &VariantRun, dtype: &str) -> String
         peak,
         peak / p.bandwidth.best_rate
     );
-    let on_matrices = r.dispatches.iter().any(|d| matrix_kernel(&d.shader));
+    let on_matrices = r.dispatches.iter().any(|d| d.matrix_units);
     if let (true, Some(m)) = (on_matrices, &p.matrix_f16) {
         let _ = writeln!(
             s,
@@ -131,7 +131,7 @@ pub fn block(p: &ProbeFile, source: &str, r: &VariantRun, dtype: &str) -> String
             );
             continue;
         };
-        let star = if p.matrix_f16.is_some() && matrix_kernel(&d.shader) {
+        let star = if p.matrix_f16.is_some() && d.matrix_units {
             "*"
         } else {
             ""
