@@ -30,8 +30,8 @@ struct Glsl {
 /// - tiled_coop_vk_bwd.comp `tiled_coop_vk_bwd[_bf16]_d{D}_b{BLOCK}[_np]_{kv,q}[_mask][_drop]`: the
 ///   backward passes (bf16 or f16) at each head dimension that has them (the mask at binding 9 for bwd_kv, 8
 ///   for bwd_q);
-/// - gemm_coop_vk.comp `gemm_coop_vk_{qk,pv}_d{64,128,256}`: `unfused-coop`'s S = Q·Kᵀ and
-///   O = P·V at three head dimensions (HEAD_D);
+/// - gemm_coop_vk.comp `gemm_coop_vk[_bf16]_{qk,pv}_d{64,128,256}`: `unfused-coop`'s S = Q·Kᵀ
+///   and O = P·V (bf16 or f16) at three head dimensions (HEAD_D);
 /// - probe_coop.comp `probe_coop`: `probe`'s f16 matrix-unit peak;
 /// - coop_layout_probe.comp `coop_layout_probe`, and on the device `coop_layout_probe_bf16`.
 fn flag(on: bool, name: &'static str) -> &'static str {
@@ -113,11 +113,21 @@ fn modules() -> Vec<Glsl> {
                 }
             }
         }
-        for qk in [true, false] {
-            for d in [64, 128, 256] {
-                let name = format!("gemm_coop_vk_{}_d{d}", if qk { "qk" } else { "pv" });
-                let defines = vec![("QK", (qk as u8).to_string()), ("HEAD_D", d.to_string())];
-                all.push(base("gemm_coop_vk.comp", name, defines));
+        for bf16 in [false, true] {
+            for qk in [true, false] {
+                for d in [64, 128, 256] {
+                    let name = format!(
+                        "gemm_coop_vk{}_{}_d{d}",
+                        if bf16 { "_bf16" } else { "" },
+                        if qk { "qk" } else { "pv" }
+                    );
+                    let defines = vec![
+                        ("BF16", (bf16 as u8).to_string()),
+                        ("QK", (qk as u8).to_string()),
+                        ("HEAD_D", d.to_string()),
+                    ];
+                    all.push(base("gemm_coop_vk.comp", name, defines));
+                }
             }
         }
         all.push(base("probe_coop.comp", "probe_coop".into(), vec![]));

@@ -1,11 +1,12 @@
 // gemm_coop_vk.comp — the `unfused-coop` variant's two matrix products on cooperative matrices
 // (tensor cores), the rest of its plan being `unfused-inplace`'s WGSL steps: GLSL with
 // GL_KHR_cooperative_matrix compiled to SPIR-V at build time (build.rs) and run through wgpu's
-// PASSTHROUGH_SHADERS, like tiled_coop_vk.comp. f16 inputs, f32 accumulators; build.rs compiles
-// it for HEAD_D = 64, 128 and 256 and for either product (QK):
+// PASSTHROUGH_SHADERS, like tiled_coop_vk.comp. f16 inputs (or with BF16 = 1 bf16:
+// coop_vk_common.glsl's ELEM), f32 accumulators; build.rs compiles it for HEAD_D = 64, 128 and 256,
+// for either dtype and for either product (QK):
 //   QK = 1:  S[z, i, j] = sum_d Q[h, i, d] K[kvh, j, d]   (f32 scores, as qk.wgsl writes them)
-//   QK = 0:  O[h, i, c] = sum_j P[z, i, j] V[kvh, j, c]   (P f32, rounded to f16 as it is loaded:
-//            FlashAttention's single f16 P; O f16)
+//   QK = 0:  O[h, i, c] = sum_j P[z, i, j] V[kvh, j, c]   (P f32, rounded to the storage dtype as
+//            it is loaded: FlashAttention's single P; O in the storage dtype)
 // where h = head_offset + z is the global head of chunk slot z and kvh its K/V head.
 //
 // A workgroup of 128 invocations (four 32-wide subgroups) owns 64 rows; subgroup s owns rows
@@ -26,13 +27,13 @@
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
 
 #if QK
-layout(set = 0, binding = 1, std430) readonly buffer QBuf { float16_t q[]; };
-layout(set = 0, binding = 2, std430) readonly buffer KBuf { float16_t k[]; };
+layout(set = 0, binding = 1, std430) readonly buffer QBuf { ELEM q[]; };
+layout(set = 0, binding = 2, std430) readonly buffer KBuf { ELEM k[]; };
 layout(set = 0, binding = 3, std430) buffer SBuf { float s[]; };
 #else
 layout(set = 0, binding = 1, std430) readonly buffer PBuf { float pm[]; };
-layout(set = 0, binding = 2, std430) readonly buffer VBuf { float16_t v[]; };
-layout(set = 0, binding = 3, std430) buffer OBuf { f16vec2 o2[]; };
+layout(set = 0, binding = 2, std430) readonly buffer VBuf { ELEM v[]; };
+layout(set = 0, binding = 3, std430) buffer OBuf { ELEM2 o2[]; };
 #endif
 
 const uint BR = 64;  // rows a workgroup
@@ -88,7 +89,7 @@ void main() {
             const uvec2 rc = a_rc(i);
             const uint row = r0 + rc.x;
             const uint col = j0 + rc.y;
-            pa[i] = float16_t(row < n && col < m ? pm[pb + row * m + col] : 0.0);
+            pa[i] = TO_A(row < n && col < m ? pm[pb + row * m + col] : 0.0);
         }
         [[unroll]] for (uint c = 0; c < D16; c++) {
             MATB vb;
@@ -101,7 +102,7 @@ void main() {
             const uint row = r0 + frag_row(i);
             if (row < n) {
                 o2[((head * n + row) * D + 16u * c + frag_col(i)) / 2u] =
-                    f16vec2(acc[c][i], acc[c][i + 1u]);
+                    TO_ELEM2(acc[c][i], acc[c][i + 1u]);
             }
         }
     }

@@ -9,7 +9,7 @@
 mod common;
 
 use attn_wgpu::gpu::runner::{Runner, Schedule};
-use attn_wgpu::gpu::{AdapterCaps, CoopLayout};
+use attn_wgpu::gpu::{AdapterCaps, Bf16Matrix, CoopLayout};
 use attn_wgpu::kernels::gemm_coop_vk;
 use attn_wgpu::mask::normalize;
 use attn_wgpu::problem::{CausalAlign, Convention, DType, Inputs, Problem};
@@ -67,9 +67,24 @@ fn refusals_name_their_reason() {
         Ok(_) => panic!("accepted {}", p.shape_string()),
         Err(e) => e.to_string(),
     };
+    // bf16 needs bf16 cooperative matrices (VK_KHR_shader_bfloat16), which this adapter lacks.
     let mut p = f16(2, 64, 64, true);
     p.dtype = DType::BF16;
-    assert!(why(&p, &caps).contains("bf16"), "{}", why(&p, &caps));
+    assert!(
+        why(&p, &caps).contains("VK_KHR_shader_bfloat16"),
+        "{}",
+        why(&p, &caps)
+    );
+    let mut bf = caps.clone();
+    bf.bf16_matrix = Bf16Matrix::On;
+    let plan = variants::plan("unfused-coop", &p, &bf).unwrap();
+    let tags: Vec<&str> = plan.dispatches.iter().map(|d| d.shader.tag).collect();
+    assert!(
+        tags.contains(&"gemm_coop_vk_bf16_qk_d64") && tags.contains(&"gemm_coop_vk_bf16_pv_d64"),
+        "{tags:?}"
+    );
+    p.dtype = DType::F32;
+    assert!(why(&p, &caps).contains("f32"), "{}", why(&p, &caps));
     let p = f16(2, 64, 80, true);
     assert!(
         why(&p, &caps).contains("D = 64, 128 and 256"),
@@ -114,6 +129,25 @@ fn the_products_pass_on_emulated_matrices_at_every_head_dim() {
         emulated_passes(&f16(2, 70, d, true));
         emulated_passes(&f16(1, 33, d, false));
     }
+}
+
+#[test]
+fn the_bf16_products_pass_on_emulated_matrices() {
+    // BF16 = 1: bf16 operands, P rounded to bf16, O stored as bf16 (bf16 bits in the emulation's
+    // f16 containers), at each head dimension; and GQA with N != M.
+    for d in gemm_coop_vk::HEAD_DIMS {
+        let mut p = f16(2, 70, d, true);
+        p.dtype = DType::BF16;
+        let plan = variants::unfused::build_coop_emulated(&p, &common::gpu().caps).unwrap();
+        let qk = plan.dispatches.iter().find(|x| x.name == "qk").unwrap();
+        assert_eq!(qk.shader.tag, format!("gemm_coop_vk_bf16_qk_d{d}_emu"));
+        emulated_passes(&p);
+    }
+    let mut p = f16(4, 24, 64, false);
+    p.dtype = DType::BF16;
+    p.kv_seq = 90;
+    p.kv_heads = 2;
+    emulated_passes(&p);
 }
 
 #[test]

@@ -53,14 +53,16 @@ fn matrix_paths(exts: &[String], caps: &attn_wgpu::gpu::AdapterCaps, adapter: &w
         }
     }
     if khr {
-        // bf16: tiled-coop-vk's bf16 builds (forward and backward), where the device is opened with
-        // VK_KHR_shader_bfloat16 (src/gpu/bf16.rs); the other matrix variants are f16 only.
+        // bf16: the bf16 builds of tiled-coop-vk (forward and backward) and unfused-coop, where
+        // the device is opened with VK_KHR_shader_bfloat16 (src/gpu/bf16.rs); tiled-coop is f16
+        // only.
         match attn_wgpu::gpu::bf16::offered(adapter) {
             Ok(()) => println!(
-                "      bf16 on matrix units: tiled-coop-vk (forward and backward; GLSL GL_EXT_bfloat16), \
+                "      bf16 on matrix units: tiled-coop-vk (forward and backward) and unfused-coop (GLSL \
+                 GL_EXT_bfloat16), \
                  the device opened through wgpu-hal with VK_KHR_shader_bfloat16 \
                  (shaderBFloat16Type, shaderBFloat16CooperativeMatrix) when a matrix variant runs; \
-                 tiled-coop and unfused-coop are f16 only"
+                 tiled-coop is f16 only"
             ),
             Err(why) => println!("      bf16 on matrix units: none ({why})"),
         }

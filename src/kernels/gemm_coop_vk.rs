@@ -12,8 +12,10 @@
 //! They take the places of qk.wgsl and pv.wgsl in `unfused-inplace`'s plan: the same five
 //! dispatches, the N x N scores in f32 between them.
 
-use super::tiled_coop_vk::{adapter_check, emulation_bytes, f16_only, spirv_shader, tail, Build};
-use super::{bind, check_grid};
+use super::tiled_coop_vk::{
+    adapter_check, dtype_check, emulation_bytes, spirv_shader, tail, Build,
+};
+use super::{bind, check_grid, Storage};
 use crate::gpu::AdapterCaps;
 use crate::plan::{Access, Dispatch, Params, Phase, Shader};
 use crate::problem::Problem;
@@ -37,7 +39,7 @@ pub fn padded(bytes: u64, p: &Problem) -> u64 {
 /// Why the products cannot run `p` on this adapter in `build`, if they cannot.
 pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
     adapter_check(caps, build)?;
-    f16_only(p)?;
+    dtype_check(p, caps, build)?;
     if !HEAD_DIMS.contains(&p.head_dim) {
         return Err(format!(
             "the products are compiled for D = 64, 128 and 256 (got --head-dim {})",
@@ -54,12 +56,13 @@ pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String
     Ok(())
 }
 
-fn shader(qk: bool, d: u32, build: Build) -> Shader {
+fn shader(qk: bool, d: u32, bf16: bool, build: Build) -> Shader {
     let product = if qk { "qk" } else { "pv" };
+    let dtype = if bf16 { "_bf16" } else { "" };
     spirv_shader(
         "gemm_coop_vk.comp",
         SOURCE,
-        &format!("gemm_coop_vk_{product}_d{d}{}", tail(build)),
+        &format!("gemm_coop_vk{dtype}_{product}_d{d}{}", tail(build)),
     )
 }
 
@@ -89,7 +92,7 @@ fn dispatch(
     qk: bool,
     params: Params,
     [a, b, out]: [&str; 3],
-    build: Build,
+    shader: Shader,
     workgroups: [u32; 3],
     reads_bytes: u64,
     writes_bytes: u64,
@@ -101,7 +104,7 @@ fn dispatch(
         name: if qk { "qk" } else { "pv" }.into(),
         phase: Phase::Forward,
         saved: vec![],
-        shader: shader(qk, params.head_dim, build),
+        shader,
         entry: "main",
         overrides: vec![],
         params,
@@ -119,8 +122,10 @@ fn dispatch(
     }
 }
 
-/// `qk`: S (`[count, N, M]` f32) = Q·Kᵀ for the chunk of heads in `params`.
+/// `qk`: S (`[count, N, M]` f32) = Q·Kᵀ for the chunk of heads in `params`, Q and K in storage
+/// `st` (f16 or bf16).
 pub fn qk(
+    st: Storage,
     params: Params,
     bufs: [&str; 3],
     caps: &AdapterCaps,
@@ -132,7 +137,7 @@ pub fn qk(
         true,
         params,
         bufs,
-        build,
+        shader(true, params.head_dim, st == Storage::Bf16, build),
         [
             check_grid("M / 64 key tiles", m.div_ceil(TILE), caps)?,
             check_grid("N / 64 row tiles", n.div_ceil(TILE), caps)?,
@@ -141,13 +146,14 @@ pub fn qk(
         count * (n + m) * d * 2,
         count * n * m * 4,
         d / 16 * (1 + load + 4 * (1 + load + mma)) + 4 * 4 + 4,
-        "S = Q·Kᵀ on cooperative matrices (f16 products, f32 sums), all N x M scores",
+        "S = Q·Kᵀ on cooperative matrices (f16 or bf16 products, f32 sums), all N x M scores",
     ))
 }
 
-/// `pv`: O (f16) = P·V for the chunk of heads in `params`; P (`[count, N, M]` f32) is rounded to
-/// f16 as it is loaded.
+/// `pv`: O = P·V for the chunk of heads in `params`, V and O in storage `st` (f16 or bf16); P
+/// (`[count, N, M]` f32) is rounded to that dtype as it is loaded.
 pub fn pv(
+    st: Storage,
     params: Params,
     bufs: [&str; 3],
     caps: &AdapterCaps,
@@ -160,7 +166,7 @@ pub fn pv(
         false,
         params,
         bufs,
-        build,
+        shader(false, params.head_dim, st == Storage::Bf16, build),
         [
             1,
             check_grid("N / 64 row tiles", n.div_ceil(TILE), caps)?,
@@ -169,6 +175,7 @@ pub fn pv(
         count * n * m * 4 + count * m * d * 2,
         count * n * d * 2,
         m.div_ceil(16) * (1 + 8 + d16 * (1 + load + mma)) + d16 * (1 + 4) + 1,
-        "O = P·V on cooperative matrices over all M keys (P rounded to f16 as it is loaded)",
+        "O = P·V on cooperative matrices over all M keys (P rounded to the storage dtype as it is \
+         loaded)",
     ))
 }

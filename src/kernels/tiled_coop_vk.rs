@@ -268,20 +268,9 @@ fn layout_check(caps: &AdapterCaps) -> Result<(), String> {
     Ok(())
 }
 
-/// The GLSL cooperative-matrix kernels (this file's, gemm_coop_vk.rs's) are f16 only.
-pub(crate) fn f16_only(p: &Problem) -> Result<(), String> {
-    if p.dtype != DType::F16 {
-        return Err(format!(
-            "dtype {} is not implemented on cooperative matrices (f16 only)",
-            p.dtype.name()
-        ));
-    }
-    Ok(())
-}
-
 /// f16; bf16 where the device has bf16 cooperative matrices (the emulated build carries bf16 in
 /// f16 containers and needs nothing more).
-fn dtype_check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
+pub(crate) fn dtype_check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
     match p.dtype {
         DType::F16 => Ok(()),
         DType::BF16 => match (&caps.bf16_matrix, build) {

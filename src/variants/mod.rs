@@ -282,8 +282,8 @@ const STORED_IN_DTYPE: Requirements = Requirements {
     masks: true,
 };
 
-/// The requirements of the cooperative-matrix kernels (`tiled-coop`, `tiled-coop-vk`): f16 Q/K/V/O
-/// as WGSL or GLSL `f16` (SHADER_F16), masks.
+/// The requirements of the WGSL cooperative-matrix kernels (`tiled-coop`): f16 Q/K/V/O as WGSL
+/// `f16` (SHADER_F16), masks.
 const F16_MATRICES: Requirements = Requirements {
     dtypes: &[DType::F16],
     f16_needs_shader_f16: true,
@@ -291,8 +291,8 @@ const F16_MATRICES: Requirements = Requirements {
     masks: true,
 };
 
-/// The requirements of `tiled-coop-vk`: f16, or bf16 where the device has bf16 cooperative
-/// matrices (its builder checks that, kernels/tiled_coop_vk.rs), masks.
+/// The requirements of `tiled-coop-vk` and `unfused-coop`: f16, or bf16 where the device has bf16
+/// cooperative matrices (their builders check that, kernels/tiled_coop_vk.rs), masks.
 const F16_BF16_MATRICES: Requirements = Requirements {
     dtypes: &[DType::F16, DType::BF16],
     f16_needs_shader_f16: true,
@@ -340,9 +340,9 @@ pub const VARIANTS: &[Variant] = &[
     Variant {
         id: VariantId::UnfusedCoop,
         name: "unfused-coop",
-        summary: "unfused-inplace with S = Q·Kᵀ and O = P·V on cooperative matrices (tensor cores): the materialized path on the fused kernels' matrix units, 5 dispatches; Vulkan, f16, D = 64/128/256",
+        summary: "unfused-inplace with S = Q·Kᵀ and O = P·V on cooperative matrices (tensor cores): the materialized path on the fused kernels' matrix units, 5 dispatches; Vulkan, f16 and bf16 (bf16 where the driver has bf16 cooperative matrices), D = 64/128/256",
         needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX.union(wgpu::Features::SUBGROUP),
-        requires: F16_MATRICES,
+        requires: F16_BF16_MATRICES,
         fully_masked: Semantics::Nan,
         // Before the scalar materialized variants, after every fused one.
         auto_rank: 19,
@@ -353,7 +353,8 @@ pub const VARIANTS: &[Variant] = &[
             (Backend::Gl, VK_ONLY_GEMM),
         ],
         // Requested with the variant; the builder refuses it without (kernels/tiled_coop_vk.rs).
-        wants: wgpu::Features::PASSTHROUGH_SHADERS,
+        // SHADER_F16 for bf16 too, as tiled-coop-vk's.
+        wants: wgpu::Features::PASSTHROUGH_SHADERS.union(wgpu::Features::SHADER_F16),
         tiles: false,
     },
     Variant {

@@ -266,7 +266,7 @@ fn build(
                 caps,
                 "S = Q·Kᵀ, all N x N scores (masked ones too)",
             )?,
-            Gemm::Coop(b) => gemm_coop_vk::qk(params, ["Q", "K", "S"], caps, b)?,
+            Gemm::Coop(b) => gemm_coop_vk::qk(st, params, ["Q", "K", "S"], caps, b)?,
         });
         dispatches.push(scale(params, "S", caps));
         if !in_place {
@@ -292,7 +292,7 @@ fn build(
                 caps,
                 "O = P·V over all N keys (the zeros above the diagonal too)",
             )?,
-            Gemm::Coop(b) => gemm_coop_vk::pv(params, [dropped, "V", "O"], caps, b)?,
+            Gemm::Coop(b) => gemm_coop_vk::pv(st, params, [dropped, "V", "O"], caps, b)?,
         });
         if p.backward {
             // Heads are independent: each chunk's backward runs right after its forward, before
