@@ -105,6 +105,8 @@ fn modules() -> Vec<Glsl> {
                         ("HEAD_D", shape.d.to_string()),
                         ("BLOCK", shape.block.to_string()),
                         ("PREFETCH", (shape.prefetch as u8).to_string()),
+                        ("SPLIT", shape.split.to_string()),
+                        ("HOLD", (shape.hold as u8).to_string()),
                         ("MASK", (mask as u8).to_string()),
                         ("MASK_BINDING", (if kv { 9 } else { 8 }).to_string()),
                         ("DROPOUT", (drop as u8).to_string()),

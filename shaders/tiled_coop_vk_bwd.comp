@@ -14,9 +14,10 @@
 // coop_layout.glsl, the identity on the H200): P and dS are made element for element in
 // registers. Workgroup memory holds only the staged blocks.
 //
-// D = 64 or 128 (HEAD_D), in DC = D / 16 column tiles; staged blocks of B = BLOCK rows or keys
-// (NB = B / 16 tiles of 16), prefetched a block ahead into registers where PREFETCH = 1
-// (src/kernels/tiled_coop_vk_shapes.rs: the builds).
+// D = 64, 128 or 256 (HEAD_D), in DC = D / 16 column tiles; staged blocks of B = BLOCK rows or
+// keys (NB = B / 16 tiles of 16), prefetched a block ahead into registers where PREFETCH = 1; at
+// D = 256 the gradients' columns in two halves, one a workgroup, with the A matrices loaded at
+// each use (SPLIT = 2, HOLD = 0; src/kernels/tiled_coop_vk_shapes.rs: the builds).
 //
 // bwd_kv: a workgroup of four 32-wide subgroups owns 64 keys of one K/V head; subgroup s owns keys
 // 16s .. 16s + 15, holds their K and V as DC A matrices each and dK, dV as DC accumulators each,
@@ -37,8 +38,12 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
-// Defined by build.rs: KV (1: bwd_kv, 0: bwd_q); HEAD_D, BLOCK (B), PREFETCH; BF16, MASK,
-// MASK_BINDING and EMULATE_COOPMAT as for the forward.
+// Defined by build.rs: KV (1: bwd_kv, 0: bwd_q); HEAD_D, BLOCK (B), PREFETCH; SPLIT (1 or 2):
+// the gradients' columns in SPLIT parts, one a workgroup (gl_WorkGroupID.z), each recomputing S
+// and dP over all of D; HOLD (1 or 0): a subgroup's K and V (bwd_kv) or Q and dO (bwd_q) held as
+// A matrices in registers, or loaded from device memory at each use (D = 256: holding them and
+// the gradients would take 384 registers a lane); BF16, MASK, MASK_BINDING and EMULATE_COOPMAT as
+// for the forward.
 #include "coop_vk_common.glsl"
 
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
@@ -60,6 +65,7 @@ layout(set = 0, binding = 7, std430) buffer DqBuf { ELEM2 dq2[]; };
 const uint B = BLOCK;             // rows (bwd_kv) or keys (bwd_q) a staged block
 const uint NB = B / 16;           // 16-row (16-key) tiles a block
 const uint DC = D / 16;           // column tiles of D
+const uint OC = DC / SPLIT;       // column tiles of the gradients a workgroup writes
 const uint LOADS = B * D4 / 128;  // ELEM4 of each staged tensor an invocation moves a block: 8 at B = D = 64
 
 // bwd_kv: Q and dO of a block of rows; bwd_q: K and V of a block of keys. [row][KP4].
@@ -92,15 +98,22 @@ void main() {
     const uint js = j0 + 16u * sg;         // this subgroup's first key
     const uint kvb = kvh * nk * D4;        // this head's K/V, in ELEM4
 
+    const uint c0 = gl_WorkGroupID.z * OC;  // the gradients' first column tile here
+
     // This subgroup's 16 keys of K and V as A matrices, straight from device memory (K and V are
-    // padded by 128 rows past the last head; keys past M are masked).
+    // padded by 128 rows past the last head; keys past M are masked): held (HOLD) or loaded at
+    // each use.
+#if HOLD
     MATA ka[DC];
     MATA va[DC];
-    ACC dk[DC];
-    ACC dv[DC];
     [[unroll]] for (uint c = 0; c < DC; c++) {
         coopMatLoad(ka[c], k4, kvb + js * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
         coopMatLoad(va[c], v4, kvb + js * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
+    }
+#endif
+    ACC dk[OC];
+    ACC dv[OC];
+    [[unroll]] for (uint c = 0; c < OC; c++) {
         dk[c] = ACC_ZERO;
         dv[c] = ACC_ZERO;
     }
@@ -171,8 +184,17 @@ void main() {
                     MATB gm;
                     coopMatLoad(qm, xs, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutColumnMajor);
                     coopMatLoad(gm, ys, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutColumnMajor);
+#if HOLD
                     st = coopMatMulAdd(ka[c], qm, st);
                     dpt = coopMatMulAdd(va[c], gm, dpt);
+#else
+                    MATA km;
+                    MATA vm;
+                    coopMatLoad(km, k4, kvb + js * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
+                    coopMatLoad(vm, v4, kvb + js * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
+                    st = coopMatMulAdd(km, qm, st);
+                    dpt = coopMatMulAdd(vm, gm, dpt);
+#endif
                 }
                 // 3. Pᵀ and dSᵀ element for element: this lane's key js + frag_row(i), row
                 //    i0 + 16nt + frag_col(i).
@@ -192,27 +214,29 @@ void main() {
                     pa[A_OF(i)] = TO_A(p * z);
                     dsa[A_OF(i)] = TO_A(p * (dpt[i] * z - ds[rl]) * scale);
                 }
-                // 4. dV += Pᵀ dO, dK += dSᵀ Q (dO and Q rows 16nt .. read row-major).
-                [[unroll]] for (uint c = 0; c < DC; c++) {
+                // 4. dV += Pᵀ dO, dK += dSᵀ Q over this workgroup's column tiles (dO and Q rows
+                //    16nt .. read row-major).
+                [[unroll]] for (uint oc = 0; oc < OC; oc++) {
+                    const uint c = c0 + oc;
                     MATB gm;
                     MATB qm;
                     coopMatLoad(gm, ys, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutRowMajor);
                     coopMatLoad(qm, xs, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutRowMajor);
-                    dv[c] = coopMatMulAdd(pa, gm, dv[c]);
-                    dk[c] = coopMatMulAdd(dsa, qm, dk[c]);
+                    dv[oc] = coopMatMulAdd(pa, gm, dv[oc]);
+                    dk[oc] = coopMatMulAdd(dsa, qm, dk[oc]);
                 }
             }
         }
     }
 
     // dK and dV of this subgroup's keys, two columns a store (keys past M are not written).
-    [[unroll]] for (uint c = 0; c < DC; c++) {
+    [[unroll]] for (uint oc = 0; oc < OC; oc++) {
         [[unroll]] for (uint i = 0; i < 8; i += 2) {
             const uint key = js + frag_row(i);
             if (key < nk) {
-                const uint at = (kvh * nk + key) * D + 16u * c + frag_col(i);
-                STORE_PAIR(dk2, at, dk[c], i);
-                STORE_PAIR(dv2, at, dv[c], i);
+                const uint at = (kvh * nk + key) * D + 16u * (c0 + oc) + frag_col(i);
+                STORE_PAIR(dk2, at, dk[oc], i);
+                STORE_PAIR(dv2, at, dv[oc], i);
             }
         }
     }
@@ -223,13 +247,20 @@ void main() {
     const uint qb = head * n * D4;         // this head's Q and dO (padded by 128 rows)
     const uint kvb = (head / params.kv_group) * nk * D4;
 
-    // This subgroup's 16 rows of Q and dO as A matrices; L and D of this lane's two rows.
+    const uint c0 = gl_WorkGroupID.z * OC;  // dQ's first column tile here
+
+    // This subgroup's 16 rows of Q and dO as A matrices (held, or loaded at each use); L and D of
+    // this lane's two rows.
+#if HOLD
     MATA qa[DC];
     MATA ga[DC];
-    ACC dq[DC];
     [[unroll]] for (uint c = 0; c < DC; c++) {
         coopMatLoad(qa[c], q4, qb + r0 * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
         coopMatLoad(ga[c], g4, qb + r0 * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
+    }
+#endif
+    ACC dq[OC];
+    [[unroll]] for (uint c = 0; c < OC; c++) {
         dq[c] = ACC_ZERO;
     }
     float lr[2];
@@ -276,8 +307,17 @@ void main() {
                 MATB vb;
                 coopMatLoad(kb, xs, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutColumnMajor);
                 coopMatLoad(vb, ys, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutColumnMajor);
+#if HOLD
                 s = coopMatMulAdd(qa[c], kb, s);
                 dp = coopMatMulAdd(ga[c], vb, dp);
+#else
+                MATA qm;
+                MATA gm;
+                coopMatLoad(qm, q4, qb + r0 * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatLoad(gm, g4, qb + r0 * D4 + 4u * c, D4, gl_CooperativeMatrixLayoutRowMajor);
+                s = coopMatMulAdd(qm, kb, s);
+                dp = coopMatMulAdd(gm, vb, dp);
+#endif
             }
             // 3. dS element for element: this lane's row r0 + frag_row(i), key j0 + 16nt +
             //    frag_col(i).
@@ -295,21 +335,21 @@ void main() {
                 const float z = DROP(head, r0 + frag_row(i), j0 + 16u * nt + frag_col(i));
                 dsa[A_OF(i)] = TO_A(p * (dp[i] * z - dr[h]) * scale);
             }
-            // 4. dQ += dS K (K rows 16nt .. read row-major).
-            [[unroll]] for (uint c = 0; c < DC; c++) {
+            // 4. dQ += dS K over this workgroup's column tiles (K rows 16nt .. read row-major).
+            [[unroll]] for (uint oc = 0; oc < OC; oc++) {
                 MATB kb;
-                coopMatLoad(kb, xs, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutRowMajor);
-                dq[c] = coopMatMulAdd(dsa, kb, dq[c]);
+                coopMatLoad(kb, xs, (16u * nt) * KP4 + 4u * (c0 + oc), KP4, gl_CooperativeMatrixLayoutRowMajor);
+                dq[oc] = coopMatMulAdd(dsa, kb, dq[oc]);
             }
         }
     }
 
     // dQ of this subgroup's rows, two columns a store.
-    [[unroll]] for (uint c = 0; c < DC; c++) {
+    [[unroll]] for (uint oc = 0; oc < OC; oc++) {
         [[unroll]] for (uint i = 0; i < 8; i += 2) {
             const uint row = r0 + frag_row(i);
             if (row < n) {
-                STORE_PAIR(dq2, (head * n + row) * D + 16u * c + frag_col(i), dq[c], i);
+                STORE_PAIR(dq2, (head * n + row) * D + 16u * (c0 + oc) + frag_col(i), dq[oc], i);
             }
         }
     }

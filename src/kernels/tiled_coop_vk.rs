@@ -3,7 +3,7 @@
 //! by build.rs (glslang) and handed to Vulkan through wgpu's `PASSTHROUGH_SHADERS`. Vulkan only,
 //! f16, D = 64, 128 and 256 (one build each: tiled_coop_vk_shapes.rs, [`shape`]), causal or not,
 //! grouped-query attention, training (it writes L for this file's own backward passes,
-//! shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`], D = 64 and 128), mask bias (bool / float masks, key
+//! shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`], D = 64, 128 and 256), mask bias (bool / float masks, key
 //! padding), dropout.
 //!
 //! wgpu 30's WGSL cooperative matrices have no element access, which is why `tiled-coop` sends
@@ -396,14 +396,18 @@ pub fn bwd_pass(
             .sum();
         (n.div_ceil(BWD_OWN), walked)
     };
-    let block_bytes = b * d * e * 2;
+    let shape = bwd_shape(p.head_dim, build)?;
+    let split = shape.split as u64;
+    // Each of the `split` workgroups of a block walks its blocks and recomputes S and dP.
+    let block_bytes = b * d * e * 2 * split;
     let (name, grid_y, reads, writes, products, note) = if kv {
         (
             "bwd_kv",
             check_grid("B*Hkv", p.batch as u64 * p.kv_heads as u64, caps)?,
-            2 * p.kv_bytes() + bh * walked * (block_bytes + b * 8),
+            2 * p.kv_bytes() * split + bh * walked * (block_bytes + b * 8 * split),
             2 * p.kv_bytes(),
-            4,
+            // Sᵀ and dPᵀ in each part, dV and dK once.
+            2 * split + 2,
             format!(
                 "dK, dV on cooperative matrices, P and dS in registers: a workgroup per 64 keys \
                  walks the query blocks of {b} (from the diagonal when causal); per 16 rows Sᵀ, \
@@ -414,14 +418,20 @@ pub fn bwd_pass(
         (
             "bwd_q",
             check_grid("B*H", bh, caps)?,
-            2 * p.qkv_bytes() + bh * n * 8 + bh * walked * block_bytes,
+            (2 * p.qkv_bytes() + bh * n * 8) * split + bh * walked * block_bytes,
             p.qkv_bytes(),
-            3,
+            // S and dP in each part, dQ once.
+            2 * split + 1,
             format!(
                 "dQ on cooperative matrices, dS in registers: a workgroup per 64 rows walks the \
                  key blocks of {b} (up to the diagonal when causal); per 16 keys S, dP, dQ += dS K"
             ),
         )
+    };
+    let note = if split > 1 {
+        format!("{note}; the gradients' columns in {split} parts, a workgroup each, S and dP recomputed in each")
+    } else {
+        note
     };
     let grid_x = check_grid(
         if kv {
@@ -441,7 +451,7 @@ pub fn bwd_pass(
         overrides: vec![],
         params: Params::of(p),
         bindings: super::tiled_bwd::bindings(p, if kv { &["dK", "dV"] } else { &["dQ"] }),
-        workgroups: [grid_x, grid_y, 1],
+        workgroups: [grid_x, grid_y, shape.split],
         reads_bytes: reads,
         writes_bytes: writes,
         flops: bh * pairs * d * 2 * products,

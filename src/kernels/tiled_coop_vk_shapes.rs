@@ -44,7 +44,7 @@ impl ForwardShape {
 pub const FORWARD_DEVICE: [ForwardShape; 3] = [
     ForwardShape { d: 64, bc: 64, prefetch: true, rows: &[1, 2], training: true },
     ForwardShape { d: 128, bc: 32, prefetch: true, rows: &[1], training: true },
-    ForwardShape { d: 256, bc: 32, prefetch: false, rows: &[1], training: false },
+    ForwardShape { d: 256, bc: 32, prefetch: false, rows: &[1], training: true },
 ];
 
 /// The emulated builds (the tests', on lavapipe's 32 KiB beside the emulation's 8704 bytes): the
@@ -53,17 +53,22 @@ pub const FORWARD_DEVICE: [ForwardShape; 3] = [
 pub const FORWARD_EMULATED: [ForwardShape; 3] = [
     ForwardShape { d: 64, bc: 64, prefetch: true, rows: &[1, 2], training: true },
     ForwardShape { d: 128, bc: 32, prefetch: true, rows: &[1], training: true },
-    ForwardShape { d: 256, bc: 16, prefetch: false, rows: &[1], training: false },
+    ForwardShape { d: 256, bc: 16, prefetch: false, rows: &[1], training: true },
 ];
 
 /// One build of the backward passes at one head dimension: rows (bwd_kv) or keys (bwd_q) a staged
-/// block (BLOCK), and whether the next block is prefetched into registers (PREFETCH). A
-/// workgroup owns 64 keys (bwd_kv) or 64 rows (bwd_q) whatever the block.
+/// block (BLOCK), whether the next block is prefetched into registers (PREFETCH), the parts the
+/// gradients' columns are split in, one a workgroup, each recomputing S and dP (SPLIT), and
+/// whether a subgroup holds its K and V (bwd_kv) or Q and dO (bwd_q) as A matrices in registers
+/// or loads them at each use (HOLD). A workgroup owns 64 keys (bwd_kv) or 64 rows (bwd_q)
+/// whatever the block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BackwardShape {
     pub d: u32,
     pub block: u32,
     pub prefetch: bool,
+    pub split: u32,
+    pub hold: bool,
 }
 
 impl BackwardShape {
@@ -76,11 +81,13 @@ impl BackwardShape {
     /// The module's name (build.rs adds `_emu` to the emulated build's): bf16 or f16 storage.
     pub fn module(&self, bf16: bool, kv: bool, options: &str) -> String {
         format!(
-            "tiled_coop_vk_bwd{}_d{}_b{}{}_{}{options}",
+            "tiled_coop_vk_bwd{}_d{}_b{}{}{}{}_{}{options}",
             if bf16 { "_bf16" } else { "" },
             self.d,
             self.block,
             if self.prefetch { "" } else { "_np" },
+            if self.split > 1 { format!("_s{}", self.split) } else { String::new() },
+            if self.hold { "" } else { "_nh" },
             if kv { "kv" } else { "q" }
         )
     }
@@ -90,15 +97,19 @@ impl BackwardShape {
 /// 32 prefetched (K and V as A matrices and dK, dV as accumulators take 192 registers a lane in
 /// bwd_kv there; on the H100 at B8 H16 N1024 causal f16, bwd_kv 404.1 and bwd_q 298.7 µs against
 /// 459.0 and 353.8 with blocks of 64 and no prefetch: results/EXPERIMENTS.md, v41-coop-vk-wide).
-/// D = 256 has none (those four alone would take 384).
-pub const BACKWARD_DEVICE: [BackwardShape; 2] = [
-    BackwardShape { d: 64, block: 64, prefetch: true },
-    BackwardShape { d: 128, block: 32, prefetch: true },
+/// D = 256 (those four alone would take 384 there) splits dK, dV and dQ into two column halves,
+/// a workgroup each, and loads K and V (Q and dO) at each use: S and dP are computed twice, and
+/// its blocks of 32 are not prefetched; not yet run on a GPU.
+pub const BACKWARD_DEVICE: [BackwardShape; 3] = [
+    BackwardShape { d: 64, block: 64, prefetch: true, split: 1, hold: true },
+    BackwardShape { d: 128, block: 32, prefetch: true, split: 1, hold: true },
+    BackwardShape { d: 256, block: 32, prefetch: false, split: 2, hold: false },
 ];
 
 /// The emulated builds of the backward (lavapipe's 32 KiB beside the emulation's 8704 bytes): the
-/// device's.
-pub const BACKWARD_EMULATED: [BackwardShape; 2] = [
-    BackwardShape { d: 64, block: 64, prefetch: true },
-    BackwardShape { d: 128, block: 32, prefetch: true },
+/// device's, but at D = 256 half its block (the device's would not fit).
+pub const BACKWARD_EMULATED: [BackwardShape; 3] = [
+    BackwardShape { d: 64, block: 64, prefetch: true, split: 1, hold: true },
+    BackwardShape { d: 128, block: 32, prefetch: true, split: 1, hold: true },
+    BackwardShape { d: 256, block: 16, prefetch: false, split: 2, hold: false },
 ];

@@ -9,7 +9,7 @@
 //! | `unfused-inplace-exp` | `unfused.rs` | the same with softmax as in-place math_rows.wgsl steps (`row_max`, `exp_sum`, `normalize_rows`) |
 //! | `tiled`           | `tiled.rs`     | tiled_v2.wgsl (tile rt2, D <= 64), tiled_rt.wgsl + tiled_rt_wg.wgsl (tile rt, D <= 256), else tiled.wgsl |
 //! | `tiled-coop`      | `tiled.rs`     | tiled_coop.wgsl (f16, cooperative matrices, D <= 256)      |
-//! | `tiled-coop-vk`   | `tiled.rs`     | tiled_coop_vk.comp (GLSL → SPIR-V, Vulkan passthrough; f16, D = 64/128/256, backward D = 64/128) |
+//! | `tiled-coop-vk`   | `tiled.rs`     | tiled_coop_vk.comp (GLSL → SPIR-V, Vulkan passthrough; f16 and bf16, D = 64/128/256, forward and backward) |
 //! | `math`            | `math.rs`      | convert.wgsl, math_mask.wgsl, qk.wgsl, math_rows.wgsl, pv.wgsl, narrow.wgsl |
 //!
 //! The kernels these plans are made of are units of their own: `src/kernels/<name>.rs` beside
@@ -423,7 +423,7 @@ pub const VARIANTS: &[Variant] = &[
     Variant {
         id: VariantId::TiledCoopVk,
         name: "tiled-coop-vk",
-        summary: "Vulkan only: tiled-coop with the softmax in registers (S and P never in workgroup memory), a GLSL kernel (GL_KHR_cooperative_matrix) compiled to SPIR-V at build time and run through PASSTHROUGH_SHADERS; f16 and bf16 (bf16 where the driver has bf16 cooperative matrices), D = 64/128/256 (backward D = 64/128), masks, dropout",
+        summary: "Vulkan only: tiled-coop with the softmax in registers (S and P never in workgroup memory), a GLSL kernel (GL_KHR_cooperative_matrix) compiled to SPIR-V at build time and run through PASSTHROUGH_SHADERS; f16 and bf16 (bf16 where the driver has bf16 cooperative matrices), D = 64/128/256 forward and backward, masks, dropout",
         needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX.union(wgpu::Features::SUBGROUP),
         requires: F16_BF16_MATRICES,
         fully_masked: Semantics::Zero,
