@@ -385,6 +385,11 @@ pub struct Gpu {
     pub opened_at: std::time::Instant,
     /// How long [`Gpu::wait`] waits for submitted work before it gives up ([`Gpu::DEFAULT_TIMEOUT`]).
     pub wait_timeout: std::time::Duration,
+    /// Held by [`Gpu::submit`] and by each poll of [`Gpu::wait`]: threads sharing this device (the
+    /// tests') never run wgpu-core's `Device::maintain` at once, where wgpu-core 30.0.2 can panic
+    /// on a stale fence read ("If the queue is empty, the current submission index … should be
+    /// at least the wait submission index"; fixed upstream after 30.0.2).
+    maintain: Mutex<()>,
 }
 
 impl Gpu {
@@ -478,6 +483,7 @@ impl Gpu {
             setup_ms: t0.elapsed().as_secs_f64() * 1e3,
             opened_at: t0,
             wait_timeout: Gpu::DEFAULT_TIMEOUT,
+            maintain: Mutex::new(()),
         };
         Ok(gpu)
     }
@@ -561,6 +567,13 @@ impl Gpu {
         Ok(())
     }
 
+    /// Submits `cmds` to the queue (holding the lock [`Gpu::wait`] polls under: a submit runs
+    /// wgpu-core's `Device::maintain` too).
+    pub fn submit(&self, cmds: impl IntoIterator<Item = wgpu::CommandBuffer>) {
+        let _one = self.maintain.lock().unwrap_or_else(|e| e.into_inner());
+        self.queue.submit(cmds);
+    }
+
     /// The default of [`Gpu::wait_timeout`] (`--gpu-timeout`): long enough for the largest
     /// software-adapter runs docs/sample-output.md shows, short enough that a hung GPU is reported.
     pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
@@ -573,10 +586,14 @@ impl Gpu {
         let slice = std::time::Duration::from_secs(1);
         loop {
             let left = self.wait_timeout.saturating_sub(start.elapsed());
-            match self.device.poll(wgpu::PollType::Wait {
-                submission_index: None,
-                timeout: Some(left.min(slice)),
-            }) {
+            let polled = {
+                let _one = self.maintain.lock().unwrap_or_else(|e| e.into_inner());
+                self.device.poll(wgpu::PollType::Wait {
+                    submission_index: None,
+                    timeout: Some(left.min(slice)),
+                })
+            };
+            match polled {
                 Ok(_) => break,
                 Err(wgpu::PollError::Timeout) if !left.is_zero() && left > slice => {
                     self.check(stage)?;

@@ -34,7 +34,7 @@ impl Runner<'_> {
         self.profiler.resolve_queries(&mut encoder);
         let cmd = encoder.finish();
         let t_sub = Instant::now();
-        gpu.queue.submit([cmd]);
+        gpu.submit([cmd]);
         let t1 = Instant::now();
         self.profiler.end_frame().map_err(|e| Error::Gpu {
             stage: "closing the profiler frame".into(),
@@ -103,7 +103,7 @@ impl Runner<'_> {
         }
         let cmd = encoder.finish();
         let encoded = t0.elapsed().as_secs_f64() * 1e6;
-        gpu.queue.submit([cmd]);
+        gpu.submit([cmd]);
         (encoded, t0.elapsed().as_secs_f64() * 1e6)
     }
 }

@@ -27,7 +27,7 @@ impl Gpu {
             });
             let mut enc = self.device.create_command_encoder(&Default::default());
             enc.copy_buffer_to_buffer(src, 0, &staging, 0, size);
-            self.queue.submit([enc.finish()]);
+            self.submit([enc.finish()]);
             staging
         })?;
         let slice = staging.slice(..);
