@@ -1,10 +1,10 @@
 //! `attention` on cooperative matrices with the softmax in registers (the `tiled-coop-vk`
 //! variant): shaders/tiled_coop_vk.comp, GLSL with GL_KHR_cooperative_matrix compiled to SPIR-V
 //! by build.rs (glslang) and handed to Vulkan through wgpu's `PASSTHROUGH_SHADERS`. Vulkan only,
-//! f16, D = 64, 128 and 256 (one build each: tiled_coop_vk_shapes.rs, [`shape`]), causal or not,
-//! grouped-query attention, training (it writes L for this file's own backward passes,
-//! shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`], D = 64, 128 and 256), mask bias (bool / float masks, key
-//! padding), dropout.
+//! f16 and bf16, D = 64, 128 and 256 (one build each: tiled_coop_vk_shapes.rs, [`shape`]), causal
+//! or not, grouped-query attention, training (it writes L for this file's own backward passes,
+//! shaders/tiled_coop_vk_bwd.comp: [`bwd_pass`], D = 64, 128 and 256), mask bias (bool / float
+//! masks, key padding), dropout.
 //!
 //! wgpu 30's WGSL cooperative matrices have no element access, which is why `tiled-coop` sends
 //! every score and probability tile through workgroup memory (docs/variants.md). GLSL's
@@ -372,7 +372,8 @@ pub fn bwd_pass(
     );
     let bh = p.bh();
     let pairs = p.allowed_pairs_per_head();
-    let b = bwd_shape(p.head_dim, build)?.block as u64;
+    let shape = bwd_shape(p.head_dim, build)?;
+    let b = shape.block as u64;
     // Staged blocks a workgroup walks, per head: bwd_kv from the first row block that sees its
     // keys to N, bwd_q up to the causal end of its rows.
     let (owned, walked) = if kv {
@@ -396,7 +397,6 @@ pub fn bwd_pass(
             .sum();
         (n.div_ceil(BWD_OWN), walked)
     };
-    let shape = bwd_shape(p.head_dim, build)?;
     let split = shape.split as u64;
     // Each of the `split` workgroups of a block walks its blocks and recomputes S and dP.
     let block_bytes = b * d * e * 2 * split;
