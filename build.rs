@@ -10,7 +10,10 @@ use std::process::Command;
 mod shapes {
     include!("src/kernels/tiled_coop_vk_shapes.rs");
 }
-use shapes::{BACKWARD_DEVICE, BACKWARD_EMULATED, FORWARD_DEVICE, FORWARD_EMULATED};
+use shapes::{
+    gemm_module, layout_probe_module, BACKWARD_DEVICE, BACKWARD_EMULATED, FORWARD_DEVICE,
+    FORWARD_EMULATED, GEMM_HEAD_DIMS,
+};
 
 /// A GLSL kernel to compile: source under shaders/, module name (OUT_DIR/name.spv), `#define`s.
 struct Glsl {
@@ -23,13 +26,14 @@ struct Glsl {
 /// shaders/coopmat_emu.glsl (EMULATE_COOPMAT = 1, name suffix `_emu`), which the tests run on
 /// lavapipe (src/kernels/tiled_coop_vk.rs, `Build::Emulated`).
 /// - tiled_coop_vk.comp `tiled_coop_vk[_bf16]_d{D}_b{BC}[_np]_r{ROWS}[_lse][_mask][_drop]`: bf16
-///   storage (BF16) or f16, the head dimension, key block and prefetch of each
-///   build (src/kernels/tiled_coop_vk_shapes.rs), one
-///   or two 16-row tiles a subgroup (ROWS), training (LSE: also writes L), a mask bias (MASK,
-///   bound after the plan's other buffers: binding 5, or 6 with L), dropout (DROPOUT);
-/// - tiled_coop_vk_bwd.comp `tiled_coop_vk_bwd[_bf16]_d{D}_b{BLOCK}[_np]_{kv,q}[_mask][_drop]`: the
-///   backward passes (bf16 or f16) at each head dimension that has them (the mask at binding 9 for bwd_kv, 8
-///   for bwd_q);
+///   storage (BF16) or f16, the head dimension, key block and prefetch of each build
+///   (src/kernels/tiled_coop_vk_shapes.rs), one or two 16-row tiles a subgroup (ROWS), training
+///   (LSE: also writes L), a mask bias (MASK, bound after the plan's other buffers: binding 5, or
+///   6 with L), dropout (DROPOUT);
+/// - tiled_coop_vk_bwd.comp
+///   `tiled_coop_vk_bwd[_bf16]_d{D}_b{BLOCK}[_np][_s{SPLIT}][_nh]_{kv,q}[_mask][_drop]`: the
+///   backward passes (bf16 or f16) at each head dimension, the gradients' columns in SPLIT parts,
+///   the A matrices held or not (HOLD) (the mask at binding 9 for bwd_kv, 8 for bwd_q);
 /// - gemm_coop_vk.comp `gemm_coop_vk[_bf16]_{qk,pv}_d{64,128,256}`: `unfused-coop`'s S = Q·Kᵀ
 ///   and O = P·V (bf16 or f16) at three head dimensions (HEAD_D);
 /// - probe_coop.comp `probe_coop`: `probe`'s f16 matrix-unit peak;
@@ -117,12 +121,8 @@ fn modules() -> Vec<Glsl> {
         }
         for bf16 in [false, true] {
             for qk in [true, false] {
-                for d in [64, 128, 256] {
-                    let name = format!(
-                        "gemm_coop_vk{}_{}_d{d}",
-                        if bf16 { "_bf16" } else { "" },
-                        if qk { "qk" } else { "pv" }
-                    );
+                for d in GEMM_HEAD_DIMS {
+                    let name = gemm_module(bf16, qk, d);
                     let defines = vec![
                         ("BF16", (bf16 as u8).to_string()),
                         ("QK", (qk as u8).to_string()),
@@ -135,14 +135,14 @@ fn modules() -> Vec<Glsl> {
         all.push(base("probe_coop.comp", "probe_coop".into(), vec![]));
         all.push(base(
             "coop_layout_probe.comp",
-            "coop_layout_probe".into(),
+            layout_probe_module(false),
             vec![],
         ));
         if !emu {
             // The bf16 A operand's layout (the device's bf16 builds assume the f16 one's).
             all.push(base(
                 "coop_layout_probe.comp",
-                "coop_layout_probe_bf16".into(),
+                layout_probe_module(true),
                 vec![("BF16", "1".into())],
             ));
         }

@@ -510,6 +510,14 @@ fn the_probe_runs_through_the_runner_on_emulated_matrices() {
     );
     // On this adapter the device build is not offered, and says why.
     assert!(matches!(gpu.caps.coop_layout, CoopLayout::NotProbed(_)));
+    // The device's probes, f16 and bf16, are built (the names build.rs and the host share) and
+    // run on matrix units.
+    assert!(tiled_coop_vk::probe_plan(Build::Device).dispatches[0]
+        .shader
+        .on_matrix_units());
+    assert!(tiled_coop_vk::probe_plan_bf16().dispatches[0]
+        .shader
+        .on_matrix_units());
 }
 
 /// Runs the emulated kernel (`rows` 16-row tiles a subgroup) on `p` and asserts O (and in

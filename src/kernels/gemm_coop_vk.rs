@@ -13,7 +13,8 @@
 //! dispatches, the N x N scores in f32 between them.
 
 use super::tiled_coop_vk::{
-    adapter_check, dtype_check, emulation_bytes, spirv_shader, tail, Build,
+    adapter_check, dtype_check, emulation_bytes, gemm_module, spirv_shader, tail, Build,
+    GEMM_HEAD_DIMS,
 };
 use super::{bind, check_grid, Storage};
 use crate::gpu::AdapterCaps;
@@ -26,7 +27,7 @@ pub const TILE: u64 = 64;
 /// the plan pads those buffers by this many rows.
 pub const PAD_ROWS: u64 = 64;
 /// The head dimensions build.rs compiles the kernels for.
-pub const HEAD_DIMS: [u32; 3] = [64, 128, 256];
+pub const HEAD_DIMS: [u32; 3] = GEMM_HEAD_DIMS;
 
 const SOURCE: &str = include_str!("../../shaders/gemm_coop_vk.comp");
 
@@ -57,12 +58,10 @@ pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String
 }
 
 fn shader(qk: bool, d: u32, bf16: bool, build: Build) -> Shader {
-    let product = if qk { "qk" } else { "pv" };
-    let dtype = if bf16 { "_bf16" } else { "" };
     spirv_shader(
         "gemm_coop_vk.comp",
         SOURCE,
-        &format!("gemm_coop_vk{dtype}_{product}_d{d}{}", tail(build)),
+        &format!("{}{}", gemm_module(bf16, qk, d), tail(build)),
     )
 }
 

@@ -429,7 +429,10 @@ pub fn bwd_pass(
         )
     };
     let note = if split > 1 {
-        format!("{note}; the gradients' columns in {split} parts, a workgroup each, S and dP recomputed in each")
+        format!(
+            "{note}; the gradients' columns in {split} parts, a workgroup each, S and dP \
+             recomputed in each"
+        )
     } else {
         note
     };
@@ -552,13 +555,13 @@ pub fn read_probe(out: &[f32]) -> CoopLayout {
 /// The probe as a plan (one subgroup, one `OUT` buffer of 32 x [`PROBE_STRIDE`] floats), run
 /// by the runner like any other.
 pub fn probe_plan(build: Build) -> Plan {
-    layout_probe_plan(&format!("coop_layout_probe{}", tail(build)))
+    layout_probe_plan(&format!("{}{}", layout_probe_module(false), tail(build)))
 }
 
 /// The probe of the bf16 A operand's layout (the device build of coop_layout_probe.comp with
 /// BF16 = 1; a device with bf16 cooperative matrices only).
 pub fn probe_plan_bf16() -> Plan {
-    layout_probe_plan("coop_layout_probe_bf16")
+    layout_probe_plan(&layout_probe_module(true))
 }
 
 fn layout_probe_plan(module: &str) -> Plan {

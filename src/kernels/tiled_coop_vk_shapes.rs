@@ -26,7 +26,7 @@ impl ForwardShape {
     pub fn module(&self, bf16: bool, rows: u32, lse: bool, options: &str) -> String {
         format!(
             "tiled_coop_vk{}_d{}_b{}{}_r{rows}{}{options}",
-            if bf16 { "_bf16" } else { "" },
+            dtype_tag(bf16),
             self.d,
             self.bc,
             if self.prefetch { "" } else { "_np" },
@@ -82,7 +82,7 @@ impl BackwardShape {
     pub fn module(&self, bf16: bool, kv: bool, options: &str) -> String {
         format!(
             "tiled_coop_vk_bwd{}_d{}_b{}{}{}{}_{}{options}",
-            if bf16 { "_bf16" } else { "" },
+            dtype_tag(bf16),
             self.d,
             self.block,
             if self.prefetch { "" } else { "_np" },
@@ -113,3 +113,33 @@ pub const BACKWARD_EMULATED: [BackwardShape; 3] = [
     BackwardShape { d: 128, block: 32, prefetch: true, split: 1, hold: true },
     BackwardShape { d: 256, block: 16, prefetch: false, split: 2, hold: false },
 ];
+
+/// The module names' storage tag: `_bf16` for the bf16 builds, nothing for the f16 ones.
+pub fn dtype_tag(bf16: bool) -> &'static str {
+    if bf16 {
+        "_bf16"
+    } else {
+        ""
+    }
+}
+
+/// The head dimensions `unfused-coop`'s two products (shaders/gemm_coop_vk.comp) are compiled
+/// for, in f16 and in bf16.
+pub const GEMM_HEAD_DIMS: [u32; 3] = [64, 128, 256];
+
+/// The module name of one build of those products (build.rs adds `_emu` to the emulated
+/// build's): S = Q·Kᵀ (`qk`) or O = P·V, bf16 or f16, at head dimension `d`.
+pub fn gemm_module(bf16: bool, qk: bool, d: u32) -> String {
+    format!(
+        "gemm_coop_vk{}_{}_d{d}",
+        dtype_tag(bf16),
+        if qk { "qk" } else { "pv" }
+    )
+}
+
+/// The module name of the element-layout probe (shaders/coop_layout_probe.comp; build.rs adds
+/// `_emu` to the emulated build's): of the f16 operands, or of the bf16 A operand (BF16 = 1, a
+/// device build only).
+pub fn layout_probe_module(bf16: bool) -> String {
+    format!("coop_layout_probe{}", dtype_tag(bf16))
+}
