@@ -59,6 +59,7 @@ impl PageAdapter {
             bf16_matrix: crate::gpu::Bf16Matrix::Off(
                 "a browser has no cooperative matrices".into(),
             ),
+            cm2: crate::gpu::Cm2::Off("a browser has no cooperative matrices".into()),
             max_workgroup_storage: self.max_workgroup_storage,
             max_invocations_per_workgroup: self.max_invocations_per_workgroup,
             max_workgroup_size_x: self.max_workgroup_size_x,

@@ -3,8 +3,8 @@
 //! BF16 = 1) need the extension and its features `shaderBFloat16Type` and
 //! `shaderBFloat16CooperativeMatrix` enabled on the device. Where the driver offers both (the H100
 //! and H200 drivers do, issue 38), [`Gpu::open`](super::Gpu::open) opens the device through
-//! wgpu-hal with them added ([`request`]), and falls back to wgpu's own opening otherwise; the
-//! caps record which ([`Bf16Matrix`]).
+//! wgpu-hal with them added (src/gpu/open.rs), and falls back to wgpu's own opening otherwise;
+//! the caps record which ([`Bf16Matrix`]).
 
 use std::ffi::{c_void, CStr};
 
@@ -29,7 +29,7 @@ pub const EXTENSION: &CStr = c"VK_KHR_shader_bfloat16";
 /// VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR = 1000141000 (extension 142).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct Features {
+pub(super) struct Features {
     s_type: vk::StructureType,
     p_next: *mut c_void,
     shader_b_float16_type: vk::Bool32,
@@ -53,6 +53,17 @@ impl Default for Features {
 // chains, as the extension's registry entry says.
 unsafe impl vk::ExtendsPhysicalDeviceFeatures2 for Features {}
 unsafe impl vk::ExtendsDeviceCreateInfo for Features {}
+
+impl Features {
+    /// The two features the bf16 builds use, on.
+    pub(super) fn wanted() -> Self {
+        Features {
+            shader_b_float16_type: vk::TRUE,
+            shader_b_float16_cooperative_matrix: vk::TRUE,
+            ..Features::default()
+        }
+    }
+}
 
 /// Why the adapter cannot have bf16 cooperative matrices, if it cannot: not Vulkan, the extension
 /// not offered, or one of the two features off.
@@ -86,43 +97,4 @@ pub fn offered(adapter: &wgpu::Adapter) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// Opens `adapter` as `desc` asks, with VK_KHR_shader_bfloat16 and its two features added
-/// (the caller has checked [`offered`]).
-pub fn request(
-    adapter: &wgpu::Adapter,
-    desc: &wgpu::DeviceDescriptor<'_>,
-) -> Result<(wgpu::Device, wgpu::Queue), String> {
-    let open = {
-        // SAFETY: the hal adapter is used while `adapter` is alive, and released before wgpu
-        // takes the opened device.
-        let Some(hal) = (unsafe { adapter.as_hal::<wgpu::hal::api::Vulkan>() }) else {
-            return Err("not a Vulkan adapter".into());
-        };
-        let mut enable = Features {
-            shader_b_float16_type: vk::TRUE,
-            shader_b_float16_cooperative_matrix: vk::TRUE,
-            ..Features::default()
-        };
-        let chained = &mut enable;
-        let add: Box<wgpu::hal::vulkan::CreateDeviceCallback<'_>> = Box::new(move |args| {
-            args.extensions.push(EXTENSION);
-            *args.create_info = std::mem::take(args.create_info).push_next(chained);
-        });
-        // SAFETY: the features wgpu validated for this adapter, its own limits and hints; the
-        // callback only adds an offered extension and enables two of its offered features.
-        unsafe {
-            hal.open_with_callback(
-                desc.required_features,
-                &desc.required_limits,
-                &desc.memory_hints,
-                Some(add),
-            )
-        }
-        .map_err(|e| format!("opening the device with VK_KHR_shader_bfloat16: {e}"))?
-    };
-    // SAFETY: `open` was created from this adapter's hal adapter with `desc`'s features.
-    unsafe { adapter.create_device_from_hal(open, desc) }
-        .map_err(|e| format!("wgpu refused the device opened with VK_KHR_shader_bfloat16: {e}"))
 }

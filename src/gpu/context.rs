@@ -91,6 +91,8 @@ pub struct AdapterCaps {
     /// bf16 cooperative matrices (VK_KHR_shader_bfloat16) enabled on the device, or why not
     /// (src/gpu/bf16.rs).
     pub bf16_matrix: super::bf16::Bf16Matrix,
+    /// VK_NV_cooperative_matrix2 enabled on the device, or why not (src/gpu/cm2.rs).
+    pub cm2: super::cm2::Cm2,
     pub max_workgroup_storage: u32,
     pub max_invocations_per_workgroup: u32,
     pub max_workgroup_size_x: u32,
@@ -150,6 +152,7 @@ impl AdapterCaps {
                 "not probed: the device was opened without attn_wgpu::device::open".into(),
             ),
             bf16_matrix: super::bf16::Bf16Matrix::Off("no device opened".into()),
+            cm2: super::cm2::Cm2::Off("no device opened".into()),
             max_workgroup_storage: l.max_compute_workgroup_storage_size,
             max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
             max_workgroup_size_x: l.max_compute_workgroup_size_x,
@@ -175,6 +178,7 @@ impl AdapterCaps {
             passthrough: false,
             coop_layout: CoopLayout::NotProbed("no device".into()),
             bf16_matrix: super::bf16::Bf16Matrix::Off("no device".into()),
+            cm2: super::cm2::Cm2::Off("no device".into()),
             max_workgroup_storage: l.max_compute_workgroup_storage_size,
             max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
             max_workgroup_size_x: l.max_compute_workgroup_size_x,
@@ -425,30 +429,59 @@ impl Gpu {
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         };
-        // bf16 cooperative matrices, which wgpu does not request: where a SPIR-V matrix kernel
-        // may run (cooperative matrices and passthrough shaders requested) and the driver offers
-        // them, the device is opened through wgpu-hal with VK_KHR_shader_bfloat16 added
-        // (src/gpu/bf16.rs); wgpu's own opening otherwise, or if that fails, with the reason kept.
+        // bf16 cooperative matrices and VK_NV_cooperative_matrix2, which wgpu does not request:
+        // where a SPIR-V matrix kernel may run (cooperative matrices and passthrough shaders
+        // requested) and the driver offers them, the device is opened through wgpu-hal with
+        // VK_KHR_shader_bfloat16 and / or VK_NV_cooperative_matrix2 added (src/gpu/open.rs);
+        // wgpu's own opening otherwise, or if that fails, with the reasons kept.
         let matrix_kernels =
             wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::PASSTHROUGH_SHADERS;
-        let with_bf16 = if features.contains(matrix_kernels) {
-            super::bf16::offered(&adapter).and_then(|()| super::bf16::request(&adapter, &desc))
+        let (bf16_offered, cm2_offered) = if features.contains(matrix_kernels) {
+            (
+                super::bf16::offered(&adapter),
+                super::cm2::offered(&adapter),
+            )
         } else {
-            Err("not requested (no variant about to run uses SPIR-V cooperative matrices)".into())
+            let why = "not requested (no variant about to run uses SPIR-V cooperative matrices)";
+            (Err(why.to_string()), Err(why.to_string()))
         };
-        let (device, queue, bf16_matrix) = match with_bf16 {
-            Ok((d, q)) => (d, q, super::bf16::Bf16Matrix::On),
-            Err(why) => {
+        let opened = if bf16_offered.is_ok() || cm2_offered.is_ok() {
+            super::open::request(&adapter, &desc, bf16_offered.is_ok(), cm2_offered.is_ok())
+        } else {
+            Err(String::new())
+        };
+        let (device, queue, bf16_matrix, cm2) = match opened {
+            Ok((d, q)) => {
+                let bf16 = match bf16_offered {
+                    Ok(()) => super::bf16::Bf16Matrix::On,
+                    Err(why) => super::bf16::Bf16Matrix::Off(why),
+                };
+                let cm2 = match cm2_offered {
+                    Ok(()) => super::cm2::Cm2::On,
+                    Err(why) => super::cm2::Cm2::Off(why),
+                };
+                (d, q, bf16, cm2)
+            }
+            Err(failed) => {
                 let (d, q) =
                     pollster::block_on(adapter.request_device(&desc)).map_err(|e| Error::Gpu {
                         stage: format!("request_device on `{}`", report.name),
                         message: e.to_string(),
                     })?;
-                (d, q, super::bf16::Bf16Matrix::Off(why))
+                // Each one's reason: not offered, or offered and the opening with it failed.
+                let why = |offered: Result<(), String>| offered.err().unwrap_or(failed.clone());
+                (
+                    d,
+                    q,
+                    super::bf16::Bf16Matrix::Off(why(bf16_offered)),
+                    super::cm2::Cm2::Off(why(cm2_offered)),
+                )
             }
         };
         caps.bf16_matrix = bf16_matrix.clone();
         report.caps.bf16_matrix = bf16_matrix;
+        caps.cm2 = cm2.clone();
+        report.caps.cm2 = cm2;
 
         let f = device.features();
         caps.timestamps = f.contains(wgpu::Features::TIMESTAMP_QUERY);

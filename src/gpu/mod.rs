@@ -2,8 +2,11 @@
 //! ([`runner`]).
 
 pub mod bf16;
+pub mod cm2;
 pub mod context;
+pub mod open;
 pub mod runner;
 
 pub use bf16::Bf16Matrix;
+pub use cm2::Cm2;
 pub use context::{AdapterCaps, AdapterSelection, CoopLayout, Gpu};
