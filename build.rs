@@ -11,8 +11,8 @@ mod shapes {
     include!("src/kernels/tiled_coop_vk_shapes.rs");
 }
 use shapes::{
-    gemm_module, layout_probe_module, BACKWARD_DEVICE, BACKWARD_EMULATED, FORWARD_DEVICE,
-    FORWARD_EMULATED, GEMM_HEAD_DIMS,
+    gemm_module, layout_probe_module, BACKWARD_DEVICE, BACKWARD_EMULATED, CM2_DEVICE,
+    FORWARD_DEVICE, FORWARD_EMULATED, GEMM_HEAD_DIMS,
 };
 
 /// A GLSL kernel to compile: source under shaders/, module name (OUT_DIR/name.spv), `#define`s.
@@ -36,6 +36,8 @@ struct Glsl {
 ///   the A matrices held or not (HOLD) (the mask at binding 9 for bwd_kv, 8 for bwd_q);
 /// - gemm_coop_vk.comp `gemm_coop_vk[_bf16]_{qk,pv}_d{64,128,256}`: `unfused-coop`'s S = Q·Kᵀ
 ///   and O = P·V (bf16 or f16) at three head dimensions (HEAD_D);
+/// - tiled_cm2.comp `tiled_cm2[_bf16]_d{D}_r{BR}_b{BC}[_rr][_lse][_mask][_drop]`: the forward on
+///   VK_NV_cooperative_matrix2 (src/kernels/tiled_coop_vk_shapes.rs, CM2_DEVICE), device only;
 /// - probe_coop.comp `probe_coop`: `probe`'s f16 matrix-unit peak;
 /// - coop_layout_probe.comp `coop_layout_probe`, and on the device `coop_layout_probe_bf16`.
 fn flag(on: bool, name: &'static str) -> &'static str {
@@ -139,6 +141,28 @@ fn modules() -> Vec<Glsl> {
             vec![],
         ));
         if !emu {
+            // The forward on VK_NV_cooperative_matrix2 (no emulated build).
+            for shape in &CM2_DEVICE {
+                for (bf16, lse) in [(false, false), (false, true), (true, false), (true, true)] {
+                    for (mask, drop) in opts {
+                        all.push(Glsl {
+                            file: "tiled_cm2.comp",
+                            name: shape.module(bf16, lse, &options(mask, drop)),
+                            defines: vec![
+                                ("BF16", (bf16 as u8).to_string()),
+                                ("HEAD_D", shape.d.to_string()),
+                                ("BR", shape.br.to_string()),
+                                ("BC", shape.bc.to_string()),
+                                ("ROWSUM_MMA", (shape.rowsum_mma as u8).to_string()),
+                                ("LSE", (lse as u8).to_string()),
+                                ("MASK", (mask as u8).to_string()),
+                                ("MASK_BINDING", (5 + lse as u8).to_string()),
+                                ("DROPOUT", (drop as u8).to_string()),
+                            ],
+                        });
+                    }
+                }
+            }
             // The bf16 A operand's layout (the device's bf16 builds assume the f16 one's).
             all.push(base(
                 "coop_layout_probe.comp",

@@ -131,6 +131,9 @@ pub enum TileKernel {
     /// tiled_coop_vk.comp (SPIR-V, Vulkan): cooperative matrices with the softmax in registers,
     /// 64 or 128 rows (its ROWS), key blocks of 64.
     CoopVk,
+    /// tiled_cm2.comp (SPIR-V, Vulkan, VK_NV_cooperative_matrix2): workgroup-scope matrices, BR
+    /// rows, key blocks of BC; the driver stages them in workgroup memory of its own.
+    Cm2,
 }
 
 /// Workgroup storage of the cooperative-matrix kernel at D = 64 (tiled_coop_rt2.wgsl; its header
@@ -166,6 +169,8 @@ impl TileConfig {
             }
             // K and V staged; S and P stay in registers.
             TileKernel::CoopVk => 2 * self.bc as u64 * (4 * self.d4 as u64 + 8) * 2,
+            // None declared: the driver holds workgroup-scope matrices as it chooses.
+            TileKernel::Cm2 => 0,
             TileKernel::Row => {
                 (2 * self.br as u64 + 2 * self.bc as u64) * self.dp as u64 * 16 + 4 * self.br as u64
             }

@@ -12,7 +12,7 @@
 mod common;
 
 use attn_wgpu::gpu::runner::{Runner, Schedule};
-use attn_wgpu::gpu::{AdapterCaps, Bf16Matrix, CoopLayout};
+use attn_wgpu::gpu::{AdapterCaps, Bf16Matrix, Cm2, CoopLayout};
 use attn_wgpu::kernels::{self, tiled_coop_vk, tiled_coop_vk::Build};
 use attn_wgpu::problem::{BiasLayout, CausalAlign, DType, Inputs, Problem};
 use attn_wgpu::validate::Verdict;
@@ -211,8 +211,10 @@ fn every_spirv_module_passes_a_current_validator() {
     // 2 builds x (32 f16 forward: 16 at D = 64, 8 at D = 128 and 256 (inference and training x
     // 4 mask/dropout options); 32 bf16 forward at the same shapes; 24 f16 backward, 8 at each D,
     // and 24 bf16; the layout probe; the matrix probe; 12 products, f16 and bf16 at three head
-    // dimensions), and the device's bf16 layout probe.
-    assert_eq!(modules.len(), 253);
+    // dimensions), the device's bf16 layout probe, and the device's 48 builds of the forward on
+    // VK_NV_cooperative_matrix2 (3 head dimensions x f16 / bf16 x inference / training x 4
+    // mask/dropout options).
+    assert_eq!(modules.len(), 301);
     for (name, spirv) in modules {
         let path = dir.join(format!("{name}.spv"));
         std::fs::write(&path, spirv).unwrap();
@@ -314,6 +316,86 @@ fn every_refusal_names_its_reason() {
     let mut q = problem();
     q.dtype = DType::F32;
     assert!(refusal(&q, &c).contains("f32"));
+}
+
+fn cm2_refusal(p: &Problem, caps: &AdapterCaps) -> String {
+    match variants::plan("tiled-coop-cm2", p, caps) {
+        Ok(_) => panic!("tiled-coop-cm2 accepted {p:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn the_cm2_forward_plans_only_on_a_device_opened_with_the_extension() {
+    // tiled-coop-cm2: shaders/tiled_cm2.comp on VK_NV_cooperative_matrix2, which lavapipe lacks
+    // (its logic runs on the GPU only); here its plans and refusals.
+    let p = problem();
+    let mut c = h200();
+    c.cm2 = Cm2::Off("the driver does not offer VK_NV_cooperative_matrix2".into());
+    let e = cm2_refusal(&p, &c);
+    assert!(
+        e.contains("not opened with VK_NV_cooperative_matrix2") && e.contains("does not offer"),
+        "{e}"
+    );
+    c.cm2 = Cm2::On;
+    let plan = variants::plan("tiled-coop-cm2", &p, &c).unwrap();
+    assert_eq!(plan.dispatches.len(), 1);
+    let d = &plan.dispatches[0];
+    assert_eq!(d.shader.tag, "tiled_cm2_d64_r64_b64");
+    assert!(d.shader.is_spirv() && d.shader.on_matrix_units());
+    let names: Vec<&str> = d.bindings.iter().map(|b| b.buffer.as_str()).collect();
+    assert_eq!(names, ["Q", "K", "V", "O"]);
+    // 100 rows in blocks of 64: 2 x B*H workgroups; no workgroup memory of its own.
+    assert_eq!(d.workgroups, [2, 8, 1]);
+    let declared = plan
+        .config
+        .iter()
+        .find(|(k, _)| k == "workgroup_storage_bytes")
+        .map(|x| x.1);
+    assert_eq!(declared, Some(0.0));
+    assert!(plan.notes.iter().any(|n| n.contains("workgroup-scope")));
+    // No element layout is assumed: another layout does not refuse the forward, but does the
+    // training plan, whose backward passes (tiled_coop_vk_bwd.comp) assume it.
+    c.coop_layout = CoopLayout::Other("lane 0's accumulator elements are at (0, 0) (1, 0)".into());
+    variants::plan("tiled-coop-cm2", &p, &c).unwrap();
+    let mut t = problem();
+    t.backward = true;
+    assert!(cm2_refusal(&t, &c).contains("coop_layout.glsl"));
+    c.coop_layout = CoopLayout::Assumed;
+    let plan = variants::plan("tiled-coop-cm2", &t, &c).unwrap();
+    let tags: Vec<&str> = plan.dispatches.iter().map(|d| d.shader.tag).collect();
+    assert!(
+        tags[0] == "tiled_cm2_d64_r64_b64_lse"
+            && tags
+                .iter()
+                .any(|t| t.starts_with("tiled_coop_vk_bwd_d64") && t.ends_with("_kv"))
+            && tags
+                .iter()
+                .any(|t| t.starts_with("tiled_coop_vk_bwd_d64") && t.ends_with("_q")),
+        "{tags:?}"
+    );
+    // Every head dimension it is built for, its key block in the name; others refused.
+    for (dim, tag) in [
+        (128, "tiled_cm2_d128_r64_b64"),
+        (256, "tiled_cm2_d256_r64_b32"),
+    ] {
+        let mut q = problem();
+        q.head_dim = dim;
+        let plan = variants::plan("tiled-coop-cm2", &q, &c).unwrap();
+        assert_eq!(plan.dispatches[0].shader.tag, tag);
+    }
+    let mut q = problem();
+    q.head_dim = 80;
+    assert!(cm2_refusal(&q, &c).contains("D = 64, 128, 256"));
+    // bf16 where the device has bf16 cooperative matrices; f32 never.
+    let mut q = problem();
+    q.dtype = DType::BF16;
+    assert!(cm2_refusal(&q, &c).contains("VK_KHR_shader_bfloat16"));
+    c.bf16_matrix = Bf16Matrix::On;
+    let plan = variants::plan("tiled-coop-cm2", &q, &c).unwrap();
+    assert_eq!(plan.dispatches[0].shader.tag, "tiled_cm2_bf16_d64_r64_b64");
+    q.dtype = DType::F32;
+    assert!(cm2_refusal(&q, &c).contains("f32"));
 }
 
 /// What the probe writes: per lane the two lengths, then the (row, column) codes 16r + c of its 8

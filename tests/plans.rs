@@ -274,7 +274,10 @@ fn requirements_give_reasons() {
         .iter()
         .all(|(v, r)| r.contains("SHADER_F16")
             || (v == "split-kv" && r.contains("SUBGROUP"))
-            || ((v == "tiled-coop" || v == "tiled-coop-vk" || v == "unfused-coop")
+            || ((v == "tiled-coop"
+                || v == "tiled-coop-vk"
+                || v == "tiled-coop-cm2"
+                || v == "unfused-coop")
                 && r.contains("COOPERATIVE_MATRIX"))));
     let mut c = caps();
     c.f16 = true;
@@ -285,7 +288,10 @@ fn requirements_give_reasons() {
         .iter()
         .all(|(v, r)| r.contains("ranked below `tiled`")
             || (v == "split-kv" && r.contains("SUBGROUP"))
-            || ((v == "tiled-coop" || v == "tiled-coop-vk" || v == "unfused-coop")
+            || ((v == "tiled-coop"
+                || v == "tiled-coop-vk"
+                || v == "tiled-coop-cm2"
+                || v == "unfused-coop")
                 && r.contains("COOPERATIVE_MATRIX"))));
 }
 

@@ -40,6 +40,10 @@ fn matrix_paths(exts: &[String], caps: &attn_wgpu::gpu::AdapterCaps, adapter: &w
             "GLSL GL_KHR_cooperative_matrix, SPIR-V through PASSTHROUGH_SHADERS (VK_KHR_cooperative_matrix)",
         ),
         (
+            "tiled-coop-cm2",
+            "GLSL GL_NV_cooperative_matrix2 (workgroup-scope matrices), SPIR-V through PASSTHROUGH_SHADERS, the device opened with VK_NV_cooperative_matrix2",
+        ),
+        (
             "unfused-coop",
             "GLSL GL_KHR_cooperative_matrix for qk and pv, SPIR-V through PASSTHROUGH_SHADERS (VK_KHR_cooperative_matrix)",
         ),
@@ -68,10 +72,14 @@ fn matrix_paths(exts: &[String], caps: &attn_wgpu::gpu::AdapterCaps, adapter: &w
         }
     }
     if exts.iter().any(|e| e == "VK_NV_cooperative_matrix2") {
-        println!(
-            "      VK_NV_cooperative_matrix2: not used: wgpu 30 opens the device without it, and no \
-             kernel here is written for it"
-        );
+        match attn_wgpu::gpu::cm2::offered(adapter) {
+            Ok(()) => println!(
+                "      VK_NV_cooperative_matrix2: tiled-coop-cm2's forward (f16, and bf16 with \
+                 VK_KHR_shader_bfloat16), the device opened through wgpu-hal with it when a \
+                 matrix variant runs"
+            ),
+            Err(why) => println!("      VK_NV_cooperative_matrix2: not used ({why})"),
+        }
     }
 }
 
@@ -88,10 +96,15 @@ fn matrix_device_caps(r: &AdapterReport) -> Option<attn_wgpu::gpu::AdapterCaps> 
         backend: Some(r.backend.clone()),
         name: Some(r.name.clone()),
     };
-    let wanted = variants::features_for(&["tiled-coop", "tiled-coop-vk", "unfused-coop"]);
+    let wanted = variants::features_for(&[
+        "tiled-coop",
+        "tiled-coop-vk",
+        "tiled-coop-cm2",
+        "unfused-coop",
+    ]);
     match attn_wgpu::device::open(&sel, wanted) {
         Ok(gpu) => {
-            use attn_wgpu::gpu::{Bf16Matrix, CoopLayout};
+            use attn_wgpu::gpu::{Bf16Matrix, Cm2, CoopLayout};
             let layout = match &gpu.caps.coop_layout {
                 CoopLayout::Assumed => "the one the kernels assume".to_string(),
                 CoopLayout::Other(what) => format!("another ({what})"),
@@ -101,8 +114,13 @@ fn matrix_device_caps(r: &AdapterReport) -> Option<attn_wgpu::gpu::AdapterCaps> 
                 Bf16Matrix::On => "enabled".to_string(),
                 Bf16Matrix::Off(why) => format!("off ({why})"),
             };
+            let cm2 = match &gpu.caps.cm2 {
+                Cm2::On => "enabled".to_string(),
+                Cm2::Off(why) => format!("off ({why})"),
+            };
             println!(
-                "    opened to probe: cooperative-matrix element layout {layout}; bf16 matrices {bf16}"
+                "    opened to probe: cooperative-matrix element layout {layout}; bf16 matrices \
+                 {bf16}; VK_NV_cooperative_matrix2 {cm2}"
             );
             Some(gpu.caps.clone())
         }

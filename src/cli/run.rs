@@ -24,8 +24,8 @@ use super::{check_out_path, find_probe, print_roofline, write_trace};
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Variant to run: unfused, unfused-inplace, unfused-inplace-exp, math, tiled, tiled-coop,
-    /// tiled-coop-vk, split-kv; `all` (skips incompatible ones with their reasons) or `auto` (the
+    /// Variant to run: unfused, unfused-inplace, unfused-coop, unfused-inplace-exp, math, tiled,
+    /// tiled-coop, tiled-coop-vk, tiled-coop-cm2, split-kv; `all` (skips incompatible ones with their reasons) or `auto` (the
     /// fastest compatible one by the documented rule). `attn-wgpu adapters` lists what each adapter can run.
     #[arg(long, default_value = "tiled")]
     variant: String,

@@ -490,7 +490,7 @@ pub fn attention(p: &Problem, caps: &AdapterCaps, cfg: &TileConfig) -> Result<Di
             };
             (shader, prefetch)
         }
-        TileKernel::Coop | TileKernel::CoopVk => {
+        TileKernel::Coop | TileKernel::CoopVk | TileKernel::Cm2 => {
             return Err(
                 "the cooperative-matrix kernels are built by kernels::tiled_coop and \
                  kernels::tiled_coop_vk"

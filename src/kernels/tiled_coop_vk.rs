@@ -23,7 +23,7 @@
 use super::{check_binding, check_grid};
 use crate::gpu::context::CoopLayout;
 use crate::gpu::runner::{Runner, Schedule};
-use crate::gpu::{AdapterCaps, Bf16Matrix, Gpu};
+use crate::gpu::{AdapterCaps, Bf16Matrix, Cm2, Gpu};
 use crate::plan::{Access, Dispatch, Params, Phase, Plan, Role, Shader};
 use crate::problem::{DType, Inputs, Problem};
 use crate::tile::{TileConfig, TileKernel};
@@ -84,6 +84,7 @@ pub const STORAGE_D64: u64 = FORWARD_DEVICE[0].storage();
 const SOURCE: &str = include_str!("../../shaders/tiled_coop_vk.comp");
 const BWD_SOURCE: &str = include_str!("../../shaders/tiled_coop_vk_bwd.comp");
 const PROBE_SOURCE: &str = include_str!("../../shaders/coop_layout_probe.comp");
+const CM2_SOURCE: &str = include_str!("../../shaders/tiled_cm2.comp");
 include!(concat!(env!("OUT_DIR"), "/spirv_modules.rs"));
 
 /// Every SPIR-V module build.rs compiled, with its name: both builds of every kernel and option.
@@ -331,6 +332,65 @@ pub fn attention(
     super::tiled::fused_dispatch(p, caps, shader, vec![], &tile(shape, rows))
 }
 
+/// The forward on VK_NV_cooperative_matrix2's build for `head_dim` (CM2_DEVICE), or why there
+/// is none.
+pub fn cm2_shape(head_dim: u32) -> Result<Cm2Shape, String> {
+    by_head_dim(
+        &CM2_DEVICE,
+        |s| s.d,
+        head_dim,
+        "the VK_NV_cooperative_matrix2 kernel (tiled_cm2.comp)",
+    )
+}
+
+/// Why `p` cannot run on the VK_NV_cooperative_matrix2 forward (shaders/tiled_cm2.comp) on this
+/// adapter, if it cannot: SPIR-V passthrough, f16, cooperative matrices and the device opened with
+/// the extension (src/gpu/cm2.rs), f16 or bf16 (bf16 cooperative matrices), a head dimension it is
+/// built for, and in training the backward's build (this file's passes run after it). No element
+/// layout is assumed, so the layout probe does not gate it. The shape it runs with otherwise.
+pub fn cm2_check(p: &Problem, caps: &AdapterCaps) -> Result<Cm2Shape, String> {
+    passthrough_check(caps)?;
+    if !caps.cooperative_matrix {
+        return Err("the device lacks Features::EXPERIMENTAL_COOPERATIVE_MATRIX".into());
+    }
+    if let Cm2::Off(why) = &caps.cm2 {
+        return Err(format!(
+            "the device was not opened with VK_NV_cooperative_matrix2: {why}"
+        ));
+    }
+    dtype_check(p, caps, Build::Device)?;
+    let shape = cm2_shape(p.head_dim)?;
+    if p.backward {
+        bwd_shape(p.head_dim, Build::Device)?;
+    }
+    Ok(shape)
+}
+
+/// The VK_NV_cooperative_matrix2 forward's tile: BR rows, key blocks of BC.
+pub const fn cm2_tile(shape: &Cm2Shape) -> TileConfig {
+    TileConfig {
+        kernel: TileKernel::Cm2,
+        br: shape.br,
+        bc: shape.bc,
+        d4: shape.d / 4,
+        dp: 0,
+    }
+}
+
+/// The fused dispatch on VK_NV_cooperative_matrix2: inference, or training (also writes L at
+/// binding 5), with a mask bias bound last and dropout where `p` has them. The caller has run
+/// [`cm2_check`], which gave `shape`.
+pub fn cm2_attention(
+    p: &Problem,
+    caps: &AdapterCaps,
+    shape: &Cm2Shape,
+) -> Result<Dispatch, String> {
+    check_binding("Q ([B, H, N, D])", super::tiled_coop::input_bytes(p), caps)?;
+    let module = shape.module(p.dtype == DType::BF16, p.backward, &options(p));
+    let shader = spirv_shader("tiled_cm2.comp", CM2_SOURCE, &module);
+    super::tiled::fused_dispatch(p, caps, shader, vec![], &cm2_tile(shape))
+}
+
 /// The backward's build for `head_dim` (BACKWARD_DEVICE or BACKWARD_EMULATED), or why there is
 /// none.
 pub fn bwd_shape(head_dim: u32, build: Build) -> Result<BackwardShape, String> {
@@ -467,6 +527,10 @@ pub fn bwd_pass(
 
 /// Why the backward passes cannot run here, if they cannot (beyond [`check`]).
 pub fn check_backward(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
+    // What the passes need of the adapter, the layout they assume included (checked here too for
+    // a forward that assumes none: tiled_cm2.comp's).
+    adapter_check(caps, build)
+        .map_err(|e| format!("the backward (tiled_coop_vk_bwd.comp): {e}"))?;
     let need = bwd_storage(&bwd_shape(p.head_dim, build)?, true, build);
     if need > caps.max_workgroup_storage as u64 {
         return Err(format!(

@@ -143,3 +143,38 @@ pub fn gemm_module(bf16: bool, qk: bool, d: u32) -> String {
 pub fn layout_probe_module(bf16: bool) -> String {
     format!("coop_layout_probe{}", dtype_tag(bf16))
 }
+
+/// One build of the forward on VK_NV_cooperative_matrix2 (shaders/tiled_cm2.comp) at one head
+/// dimension: BR query rows a workgroup of 128 invocations, BC keys a block, and how the row sums
+/// are taken (ROWSUM_MMA: P times a block of ones on the matrix units, else a row reduction).
+/// Workgroup-scope matrices: the driver stages and holds them, so no storage is counted here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cm2Shape {
+    pub d: u32,
+    pub br: u32,
+    pub bc: u32,
+    pub rowsum_mma: bool,
+}
+
+impl Cm2Shape {
+    /// The module's name: bf16 or f16 storage, training (`_lse`), mask and dropout options.
+    pub fn module(&self, bf16: bool, lse: bool, options: &str) -> String {
+        format!(
+            "tiled_cm2{}_d{}_r{}_b{}{}{}{options}",
+            dtype_tag(bf16),
+            self.d,
+            self.br,
+            self.bc,
+            if self.rowsum_mma { "" } else { "_rr" },
+            if lse { "_lse" } else { "" }
+        )
+    }
+}
+
+/// The device builds on VK_NV_cooperative_matrix2 (no emulated twin: lavapipe has no such
+/// matrices; the builds are checked by spirv-val in the tests and run on the GPU only).
+pub const CM2_DEVICE: [Cm2Shape; 3] = [
+    Cm2Shape { d: 64, br: 64, bc: 64, rowsum_mma: true },
+    Cm2Shape { d: 128, br: 64, bc: 64, rowsum_mma: true },
+    Cm2Shape { d: 256, br: 64, bc: 32, rowsum_mma: true },
+];

@@ -10,6 +10,7 @@
 //! | `tiled`           | `tiled.rs`     | tiled_v2.wgsl (tile rt2, D <= 64), tiled_rt.wgsl + tiled_rt_wg.wgsl (tile rt, D <= 256), else tiled.wgsl |
 //! | `tiled-coop`      | `tiled.rs`     | tiled_coop.wgsl (f16, cooperative matrices, D <= 256)      |
 //! | `tiled-coop-vk`   | `tiled.rs`     | tiled_coop_vk.comp (GLSL → SPIR-V, Vulkan passthrough; f16 and bf16, D = 64/128/256, forward and backward) |
+//! | `tiled-coop-cm2`  | `tiled.rs`     | tiled_cm2.comp (GLSL with GL_NV_cooperative_matrix2 → SPIR-V, Vulkan passthrough on a device opened with VK_NV_cooperative_matrix2; f16 and bf16, D = 64/128/256); tiled_coop_vk_bwd.comp's backward |
 //! | `math`            | `math.rs`      | convert.wgsl, math_mask.wgsl, qk.wgsl, math_rows.wgsl, pv.wgsl, narrow.wgsl |
 //!
 //! The kernels these plans are made of are units of their own: `src/kernels/<name>.rs` beside
@@ -48,6 +49,7 @@ pub enum VariantId {
     Tiled,
     TiledCoop,
     TiledCoopVk,
+    TiledCoopCm2,
     SplitKv,
 }
 
@@ -305,6 +307,11 @@ const VK_ONLY: &str =
     "its kernel is SPIR-V compiled from GLSL at build time (shaders/tiled_coop_vk.comp), \
     handed to the driver through PASSTHROUGH_SHADERS: Vulkan only";
 
+/// Why `tiled-coop-cm2` is claimed on Vulkan only.
+const VK_ONLY_CM2: &str =
+    "its kernel is SPIR-V compiled from GLSL at build time (shaders/tiled_cm2.comp) on \
+    VK_NV_cooperative_matrix2, handed to the driver through PASSTHROUGH_SHADERS: Vulkan only";
+
 /// Why `unfused-coop` is claimed on Vulkan only.
 const VK_ONLY_GEMM: &str =
     "its two products are SPIR-V compiled from GLSL at build time (shaders/gemm_coop_vk.comp), \
@@ -439,6 +446,24 @@ pub const VARIANTS: &[Variant] = &[
         // Requested with the variant; the builder refuses it without (kernels/tiled_coop_vk.rs).
         // SHADER_F16 for bf16 too: wgpu enables 16-bit storage with it, which the bf16 builds'
         // buffers need as the f16 ones do.
+        wants: wgpu::Features::PASSTHROUGH_SHADERS.union(wgpu::Features::SHADER_F16),
+        tiles: false,
+    },
+    Variant {
+        id: VariantId::TiledCoopCm2,
+        name: "tiled-coop-cm2",
+        summary: "Vulkan only, on VK_NV_cooperative_matrix2 (NVIDIA): the fused forward on workgroup-scope matrices — Q, K and V loaded by tensor layouts, row maxima and sums by matrix reductions, the softmax by per-element functions, no element layout assumed; f16 and bf16, D = 64/128/256, masks, dropout; tiled-coop-vk's backward in training",
+        needs: wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX.union(wgpu::Features::SUBGROUP),
+        requires: F16_BF16_MATRICES,
+        fully_masked: Semantics::Zero,
+        // After tiled-coop-vk until measured faster than it.
+        auto_rank: 6,
+        build: tiled::build_coop_cm2,
+        excludes: &[
+            (Backend::Metal, VK_ONLY_CM2),
+            (Backend::Dx12, VK_ONLY_CM2),
+            (Backend::Gl, VK_ONLY_CM2),
+        ],
         wants: wgpu::Features::PASSTHROUGH_SHADERS.union(wgpu::Features::SHADER_F16),
         tiles: false,
     },
@@ -645,7 +670,7 @@ pub struct AutoChoice {
 pub const AUTO_RULE: &str = "the compatible variant with the lowest auto_rank in the registry \
     (split-kv 3, which takes decode shapes only: N <= 16 with keys for several slices; \
     tiled-coop-vk 4 (Vulkan-only SPIR-V, f16, D = 64/128/256, on a driver with the layout it assumes) < \
-    tiled-coop 5 < tiled 10 < unfused-inplace 20 < unfused 30 < \
+    tiled-coop 5 < tiled-coop-cm2 6 (VK_NV_cooperative_matrix2) < tiled 10 < unfused-inplace 20 < unfused 30 < \
     unfused-inplace-exp 35 < math 40: \
     the tensor-core kernels first where it runs (f16, cooperative matrices); then fewest estimated \
     bytes moved first, since attention is memory-bound and the fused kernels never write N x N), \

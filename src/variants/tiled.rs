@@ -85,6 +85,27 @@ pub fn build_coop_vk(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     coop_vk_plan(p, caps, Build::Device, tiled_coop_vk::rows(p))
 }
 
+/// `tiled-coop-cm2`: the forward on VK_NV_cooperative_matrix2 (kernels/tiled_coop_vk.rs
+/// `cm2_attention`, shaders/tiled_cm2.comp), and in training `tiled-coop-vk`'s backward passes.
+pub fn build_coop_cm2(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
+    let shape = tiled_coop_vk::cm2_check(p, caps)?;
+    let d = tiled_coop_vk::cm2_attention(p, caps, &shape)?;
+    let mut plan = fused_plan(
+        p,
+        tiled_coop::input_bytes(p),
+        d,
+        0,
+        &tiled_coop_vk::cm2_tile(&shape),
+        vec![],
+    );
+    plan.notes.push(
+        "workgroup-scope matrices (VK_NV_cooperative_matrix2): the driver stages K and V in \
+         workgroup memory of its own choosing, not counted here"
+            .into(),
+    );
+    training(plan, p, caps, Backward::CoopVk(Build::Device))
+}
+
 /// `tiled-coop-vk`'s kernels built on shaders/coopmat_emu.glsl: not a variant (it measures
 /// nothing worth knowing), the tests' way to run the kernels' logic on lavapipe. With
 /// `p.backward`, the training plan with the GLSL backward (kernels/tiled_coop_vk.rs `bwd_pass`),
