@@ -9,7 +9,7 @@
 //     per-element functions (coopMatPerElementNV), P becomes the A operand of P·V by conversion;
 //   - O is stored through a tensor layout bounded by N (rows past it are not written).
 // No element layout is assumed, so the layout probe does not gate it. f16 or bf16 (BF16 = 1)
-// storage, f32 accumulators, HEAD_D = 64, 128 or 256, BR query rows a workgroup of 128
+// storage, f32 accumulators, HEAD_D = 64, 128 or 256, BR query rows a workgroup of WG_SIZE (128)
 // invocations, BC keys a block (build.rs: src/kernels/tiled_coop_vk_shapes.rs, CM2_DEVICE).
 //
 // Defined by build.rs: BF16, HEAD_D, BR, BC, ROWSUM_MMA (1: the row sums as P times a block of
@@ -26,7 +26,10 @@
 #endif
 #include "coop_vk_common.glsl"
 
-layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
+#ifndef WG_SIZE
+#define WG_SIZE 128
+#endif
+layout(local_size_x = WG_SIZE, local_size_y = 1, local_size_z = 1) in;
 
 layout(set = 0, binding = 1, std430) readonly buffer QBuf { ELEM q[]; };
 layout(set = 0, binding = 2, std430) readonly buffer KBuf { ELEM k[]; };
