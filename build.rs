@@ -11,8 +11,8 @@ mod shapes {
     include!("src/kernels/tiled_coop_vk_shapes.rs");
 }
 use shapes::{
-    gemm_module, layout_probe_module, BACKWARD_DEVICE, BACKWARD_EMULATED, CM2_DEVICE,
-    FORWARD_DEVICE, FORWARD_EMULATED, GEMM_HEAD_DIMS,
+    gemm_module, layout_probe_module, BACKWARD_DEVICE, BACKWARD_EMULATED, CM2_BWD_DEVICE,
+    CM2_DEVICE, FORWARD_DEVICE, FORWARD_EMULATED, GEMM_HEAD_DIMS,
 };
 
 /// A GLSL kernel to compile: source under shaders/, module name (OUT_DIR/name.spv), `#define`s.
@@ -38,6 +38,8 @@ struct Glsl {
 ///   and O = P·V (bf16 or f16) at three head dimensions (HEAD_D);
 /// - tiled_cm2.comp `tiled_cm2[_bf16]_d{D}_r{BR}_b{BC}[_rr][_lse][_mask][_drop]`: the forward on
 ///   VK_NV_cooperative_matrix2 (src/kernels/tiled_coop_vk_shapes.rs, CM2_DEVICE), device only;
+/// - tiled_cm2_bwd.comp `tiled_cm2_bwd[_bf16]_d{D}_q{BQ}_k{BK}_{kv,q}[_mask][_drop]`: its backward
+///   passes (CM2_BWD_DEVICE), device only;
 /// - probe_coop.comp `probe_coop`: `probe`'s f16 matrix-unit peak;
 /// - coop_layout_probe.comp `coop_layout_probe`, and on the device `coop_layout_probe_bf16`.
 fn flag(on: bool, name: &'static str) -> &'static str {
@@ -157,6 +159,26 @@ fn modules() -> Vec<Glsl> {
                                 ("LSE", (lse as u8).to_string()),
                                 ("MASK", (mask as u8).to_string()),
                                 ("MASK_BINDING", (5 + lse as u8).to_string()),
+                                ("DROPOUT", (drop as u8).to_string()),
+                            ],
+                        });
+                    }
+                }
+            }
+            for shape in &CM2_BWD_DEVICE {
+                for (bf16, kv) in [(false, true), (false, false), (true, true), (true, false)] {
+                    for (mask, drop) in opts {
+                        all.push(Glsl {
+                            file: "tiled_cm2_bwd.comp",
+                            name: shape.module(bf16, kv, &options(mask, drop)),
+                            defines: vec![
+                                ("BF16", (bf16 as u8).to_string()),
+                                ("KV", (kv as u8).to_string()),
+                                ("HEAD_D", shape.d.to_string()),
+                                ("BQ", shape.bq.to_string()),
+                                ("BK", shape.bk.to_string()),
+                                ("MASK", (mask as u8).to_string()),
+                                ("MASK_BINDING", (if kv { 9 } else { 8 }).to_string()),
                                 ("DROPOUT", (drop as u8).to_string()),
                             ],
                         });

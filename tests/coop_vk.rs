@@ -213,8 +213,8 @@ fn every_spirv_module_passes_a_current_validator() {
     // and 24 bf16; the layout probe; the matrix probe; 12 products, f16 and bf16 at three head
     // dimensions), the device's bf16 layout probe, and the device's 48 builds of the forward on
     // VK_NV_cooperative_matrix2 (3 head dimensions x f16 / bf16 x inference / training x 4
-    // mask/dropout options).
-    assert_eq!(modules.len(), 301);
+    // mask/dropout options) and 48 of its backward (3 x f16 / bf16 x bwd_kv / bwd_q x 4).
+    assert_eq!(modules.len(), 349);
     for (name, spirv) in modules {
         let path = dir.join(format!("{name}.spv"));
         std::fs::write(&path, spirv).unwrap();
@@ -396,6 +396,47 @@ fn the_cm2_forward_plans_only_on_a_device_opened_with_the_extension() {
     assert_eq!(plan.dispatches[0].shader.tag, "tiled_cm2_bf16_d64_r64_b64");
     q.dtype = DType::F32;
     assert!(cm2_refusal(&q, &c).contains("f32"));
+}
+
+#[test]
+fn the_cm2_backward_passes_plan_with_the_glsl_backwards_bindings() {
+    // shaders/tiled_cm2_bwd.comp: bwd_kv a workgroup per BK keys of a K/V head, bwd_q per BQ rows
+    // of a head, bound as tiled_coop_vk_bwd.comp's passes are.
+    let mut p = problem();
+    p.backward = true;
+    let mut c = h200();
+    c.cm2 = Cm2::On;
+    let kv = tiled_coop_vk::cm2_bwd_pass(&p, &c, true).unwrap();
+    let q = tiled_coop_vk::cm2_bwd_pass(&p, &c, false).unwrap();
+    let khr = tiled_coop_vk::bwd_pass(&p, &c, Build::Device, true).unwrap();
+    assert_eq!(kv.shader.tag, "tiled_cm2_bwd_d64_q64_k64_kv");
+    assert_eq!(q.shader.tag, "tiled_cm2_bwd_d64_q64_k64_q");
+    assert!(kv.shader.on_matrix_units() && q.shader.on_matrix_units());
+    let names = |d: &attn_wgpu::plan::Dispatch| -> Vec<String> {
+        d.bindings.iter().map(|b| b.buffer.clone()).collect()
+    };
+    assert_eq!(names(&kv), names(&khr));
+    // 100 keys / rows in blocks of 64: 2 x B*Hkv and 2 x B*H workgroups, no column split.
+    assert_eq!(kv.workgroups, [2, 8, 1]);
+    assert_eq!(q.workgroups, [2, 8, 1]);
+    let mut w = problem();
+    w.head_dim = 128;
+    assert_eq!(
+        tiled_coop_vk::cm2_bwd_pass(&w, &c, false)
+            .unwrap()
+            .workgroups,
+        [2, 8, 1]
+    );
+    // bwd_kv at D = 128 owns 32 keys: 4 blocks of the 100.
+    assert_eq!(
+        tiled_coop_vk::cm2_bwd_pass(&w, &c, true)
+            .unwrap()
+            .workgroups,
+        [4, 8, 1]
+    );
+    w.head_dim = 96;
+    let e = tiled_coop_vk::cm2_bwd_pass(&w, &c, true).unwrap_err();
+    assert!(e.contains("D = 64, 128, 256"), "{e}");
 }
 
 /// What the probe writes: per lane the two lengths, then the (row, column) codes 16r + c of its 8

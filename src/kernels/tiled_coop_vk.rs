@@ -85,6 +85,7 @@ const SOURCE: &str = include_str!("../../shaders/tiled_coop_vk.comp");
 const BWD_SOURCE: &str = include_str!("../../shaders/tiled_coop_vk_bwd.comp");
 const PROBE_SOURCE: &str = include_str!("../../shaders/coop_layout_probe.comp");
 const CM2_SOURCE: &str = include_str!("../../shaders/tiled_cm2.comp");
+const CM2_BWD_SOURCE: &str = include_str!("../../shaders/tiled_cm2_bwd.comp");
 include!(concat!(env!("OUT_DIR"), "/spirv_modules.rs"));
 
 /// Every SPIR-V module build.rs compiled, with its name: both builds of every kernel and option.
@@ -424,6 +425,97 @@ pub fn bwd_pass(
     build: Build,
     kv: bool,
 ) -> Result<Dispatch, String> {
+    let shape = bwd_shape(p.head_dim, build)?;
+    let b = shape.block as u64;
+    let note = if kv {
+        format!(
+            "dK, dV on cooperative matrices, P and dS in registers: a workgroup per 64 keys \
+             walks the query blocks of {b} (from the diagonal when causal); per 16 rows Sᵀ, \
+             dPᵀ, dV += Pᵀ dO, dK += dSᵀ Q"
+        )
+    } else {
+        format!(
+            "dQ on cooperative matrices, dS in registers: a workgroup per 64 rows walks the \
+             key blocks of {b} (up to the diagonal when causal); per 16 keys S, dP, dQ += dS K"
+        )
+    };
+    let walk = Walk {
+        own: BWD_OWN,
+        block: b,
+        split: shape.split as u64,
+    };
+    bwd_dispatch(p, caps, kv, walk, bwd_shader(p, kv, build), note)
+}
+
+/// The backward on VK_NV_cooperative_matrix2's build for `head_dim` (CM2_BWD_DEVICE), or why
+/// there is none.
+pub fn cm2_bwd_shape(head_dim: u32) -> Result<Cm2BwdShape, String> {
+    by_head_dim(
+        &CM2_BWD_DEVICE,
+        |s| s.d,
+        head_dim,
+        "the VK_NV_cooperative_matrix2 backward (tiled_cm2_bwd.comp)",
+    )
+}
+
+/// `bwd_kv` or `bwd_q` on VK_NV_cooperative_matrix2 (shaders/tiled_cm2_bwd.comp), after
+/// `tiled_bwd::bwd_dot`: the same bindings and formulas as [`bwd_pass`]'s, a workgroup per BK
+/// keys (bwd_kv, its group's query heads in turn) or BQ rows (bwd_q). The caller has run
+/// [`cm2_check`].
+pub fn cm2_bwd_pass(p: &Problem, caps: &AdapterCaps, kv: bool) -> Result<Dispatch, String> {
+    let shape = cm2_bwd_shape(p.head_dim)?;
+    let (bq, bk) = (shape.bq as u64, shape.bk as u64);
+    let module = shape.module(p.dtype == DType::BF16, kv, &options(p));
+    let shader = spirv_shader("tiled_cm2_bwd.comp", CM2_BWD_SOURCE, &module);
+    let (walk, note) = if kv {
+        (
+            Walk {
+                own: bk,
+                block: bq,
+                split: 1,
+            },
+            format!(
+                "dK, dV on workgroup-scope matrices (VK_NV_cooperative_matrix2): a workgroup per \
+                 {bk} keys walks the query blocks of {bq} (from the diagonal when causal): Sᵀ, \
+                 dPᵀ, dV += Pᵀ dO, dK += dSᵀ Q"
+            ),
+        )
+    } else {
+        (
+            Walk {
+                own: bq,
+                block: bk,
+                split: 1,
+            },
+            format!(
+                "dQ on workgroup-scope matrices (VK_NV_cooperative_matrix2): a workgroup per {bq} \
+                 rows walks the key blocks of {bk} (up to the diagonal when causal): S, dP, \
+                 dQ += dS K"
+            ),
+        )
+    };
+    bwd_dispatch(p, caps, kv, walk, shader, note)
+}
+
+/// How a backward pass walks: keys (bwd_kv) or rows (bwd_q) a workgroup owns, rows (keys) a
+/// walked block, and the parts the gradients' columns are split in, a workgroup each.
+#[derive(Debug, Clone, Copy)]
+struct Walk {
+    own: u64,
+    block: u64,
+    split: u64,
+}
+
+/// A backward pass's dispatch (`kv`: bwd_kv, else bwd_q) of `shader` walking as `walk` says: its
+/// grid, bindings and byte and FLOP estimates, with `note`.
+fn bwd_dispatch(
+    p: &Problem,
+    caps: &AdapterCaps,
+    kv: bool,
+    walk: Walk,
+    shader: Shader,
+    note: String,
+) -> Result<Dispatch, String> {
     let (n, m, d, e) = (
         p.seq as u64,
         p.kv_seq as u64,
@@ -432,35 +524,34 @@ pub fn bwd_pass(
     );
     let bh = p.bh();
     let pairs = p.allowed_pairs_per_head();
-    let shape = bwd_shape(p.head_dim, build)?;
-    let b = shape.block as u64;
+    let (own, b) = (walk.own, walk.block);
     // Staged blocks a workgroup walks, per head: bwd_kv from the first row block that sees its
     // keys to N, bwd_q up to the causal end of its rows.
     let (owned, walked) = if kv {
-        let walked: u64 = (0..m.div_ceil(BWD_OWN))
+        let walked: u64 = (0..m.div_ceil(own))
             .map(|kb| {
                 let first = if p.causal {
-                    ((kb * BWD_OWN) as i64 - p.causal_offset()).clamp(0, n as i64) as u64
+                    ((kb * own) as i64 - p.causal_offset()).clamp(0, n as i64) as u64
                 } else {
                     0
                 };
                 n.div_ceil(b) - first / b
             })
             .sum();
-        (m.div_ceil(BWD_OWN), walked)
+        (m.div_ceil(own), walked)
     } else {
-        let walked: u64 = (0..n.div_ceil(BWD_OWN))
+        let walked: u64 = (0..n.div_ceil(own))
             .map(|qb| {
-                let last = n.min((qb + 1) * BWD_OWN) - 1;
+                let last = n.min((qb + 1) * own) - 1;
                 p.keys_for_row(last).div_ceil(b)
             })
             .sum();
-        (n.div_ceil(BWD_OWN), walked)
+        (n.div_ceil(own), walked)
     };
-    let split = shape.split as u64;
+    let split = walk.split;
     // Each of the `split` workgroups of a block walks its blocks and recomputes S and dP.
     let block_bytes = b * d * e * 2 * split;
-    let (name, grid_y, reads, writes, products, note) = if kv {
+    let (name, grid_y, reads, writes, products) = if kv {
         (
             "bwd_kv",
             check_grid("B*Hkv", p.batch as u64 * p.kv_heads as u64, caps)?,
@@ -468,11 +559,6 @@ pub fn bwd_pass(
             2 * p.kv_bytes(),
             // Sᵀ and dPᵀ in each part, dV and dK once.
             2 * split + 2,
-            format!(
-                "dK, dV on cooperative matrices, P and dS in registers: a workgroup per 64 keys \
-                 walks the query blocks of {b} (from the diagonal when causal); per 16 rows Sᵀ, \
-                 dPᵀ, dV += Pᵀ dO, dK += dSᵀ Q"
-            ),
         )
     } else {
         (
@@ -482,10 +568,6 @@ pub fn bwd_pass(
             p.qkv_bytes(),
             // S and dP in each part, dQ once.
             2 * split + 1,
-            format!(
-                "dQ on cooperative matrices, dS in registers: a workgroup per 64 rows walks the \
-                 key blocks of {b} (up to the diagonal when causal); per 16 keys S, dP, dQ += dS K"
-            ),
         )
     };
     let note = if split > 1 {
@@ -497,10 +579,10 @@ pub fn bwd_pass(
         note
     };
     let grid_x = check_grid(
-        if kv {
-            "M / 64 key blocks"
+        &if kv {
+            format!("M / {own} key blocks")
         } else {
-            "N / 64 row blocks"
+            format!("N / {own} row blocks")
         },
         owned,
         caps,
@@ -509,12 +591,12 @@ pub fn bwd_pass(
         name: name.into(),
         phase: Phase::Backward,
         saved: vec![],
-        shader: bwd_shader(p, kv, build),
+        shader,
         entry: "main",
         overrides: vec![],
         params: Params::of(p),
         bindings: super::tiled_bwd::bindings(p, if kv { &["dK", "dV"] } else { &["dQ"] }),
-        workgroups: [grid_x, grid_y, shape.split],
+        workgroups: [grid_x, grid_y, split as u32],
         reads_bytes: reads,
         writes_bytes: writes,
         flops: bh * pairs * d * 2 * products,

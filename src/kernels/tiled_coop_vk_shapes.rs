@@ -178,3 +178,36 @@ pub const CM2_DEVICE: [Cm2Shape; 3] = [
     Cm2Shape { d: 128, br: 64, bc: 64, rowsum_mma: true },
     Cm2Shape { d: 256, br: 64, bc: 32, rowsum_mma: true },
 ];
+
+/// One build of the backward passes on VK_NV_cooperative_matrix2 (shaders/tiled_cm2_bwd.comp) at
+/// one head dimension: BQ query rows (bwd_q: a workgroup's own; bwd_kv: a walked block) and BK
+/// keys (bwd_kv: a workgroup's own; bwd_q: a walked block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cm2BwdShape {
+    pub d: u32,
+    pub bq: u32,
+    pub bk: u32,
+}
+
+impl Cm2BwdShape {
+    /// The module's name: bf16 or f16 storage, the pass (`kv` or `q`), mask and dropout options.
+    pub fn module(&self, bf16: bool, kv: bool, options: &str) -> String {
+        format!(
+            "tiled_cm2_bwd{}_d{}_q{}_k{}_{}{options}",
+            dtype_tag(bf16),
+            self.d,
+            self.bq,
+            self.bk,
+            if kv { "kv" } else { "q" }
+        )
+    }
+}
+
+/// The device builds of the backward on VK_NV_cooperative_matrix2 (first guesses: the
+/// workgroup's own K, V, dK and dV (bwd_kv) or Q, dO and dQ (bwd_q) are held as workgroup-scope
+/// matrices, so the blocks shrink as D grows).
+pub const CM2_BWD_DEVICE: [Cm2BwdShape; 3] = [
+    Cm2BwdShape { d: 64, bq: 64, bk: 64 },
+    Cm2BwdShape { d: 128, bq: 64, bk: 32 },
+    Cm2BwdShape { d: 256, bq: 32, bk: 32 },
+];

@@ -86,7 +86,8 @@ pub fn build_coop_vk(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
 }
 
 /// `tiled-coop-cm2`: the forward on VK_NV_cooperative_matrix2 (kernels/tiled_coop_vk.rs
-/// `cm2_attention`, shaders/tiled_cm2.comp), and in training `tiled-coop-vk`'s backward passes.
+/// `cm2_attention`, shaders/tiled_cm2.comp), and in training `tiled-coop-vk`'s backward passes
+/// (or its own, [`CM2_BACKWARD`]).
 pub fn build_coop_cm2(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     let shape = tiled_coop_vk::cm2_check(p, caps)?;
     let d = tiled_coop_vk::cm2_attention(p, caps, &shape)?;
@@ -103,8 +104,18 @@ pub fn build_coop_cm2(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
          workgroup memory of its own choosing, not counted here"
             .into(),
     );
-    training(plan, p, caps, Backward::CoopVk(Build::Device))
+    let bwd = if CM2_BACKWARD {
+        Backward::Cm2
+    } else {
+        Backward::CoopVk(Build::Device)
+    };
+    training(plan, p, caps, bwd)
 }
+
+/// Whether `tiled-coop-cm2` trains with its own backward passes on VK_NV_cooperative_matrix2
+/// (shaders/tiled_cm2_bwd.comp) or with `tiled-coop-vk`'s: the latter until the former has run
+/// on a GPU (built and valid SPIR-V; no emulated twin checks its logic).
+const CM2_BACKWARD: bool = false;
 
 /// `tiled-coop-vk`'s kernels built on shaders/coopmat_emu.glsl: not a variant (it measures
 /// nothing worth knowing), the tests' way to run the kernels' logic on lavapipe. With
@@ -141,6 +152,8 @@ enum Backward {
     Coop,
     /// kernels/tiled_coop_vk.rs's passes (f16, SPIR-V, P and dS in registers), of this build.
     CoopVk(Build),
+    /// kernels/tiled_coop_vk.rs's passes on VK_NV_cooperative_matrix2 (`cm2_bwd_pass`).
+    Cm2,
 }
 
 /// In training mode (`--backward`), FlashAttention-2's backward after the forward (which then
@@ -161,6 +174,9 @@ fn training(
         Backward::Tiled => tiled_bwd::check(p, caps)?,
         Backward::Coop => tiled_coop_bwd::check(p, caps)?,
         Backward::CoopVk(build) => tiled_coop_vk::check_backward(p, caps, build)?,
+        Backward::Cm2 => {
+            tiled_coop_vk::cm2_bwd_shape(p.head_dim)?;
+        }
     }
     let rows = p.bh() * p.seq as u64 * 4;
     // `split-kv` keeps L in inference too (its combine writes it).
@@ -169,7 +185,7 @@ fn training(
     }
     let do_bytes = match bwd {
         Backward::Tiled => p.qkv_bytes(),
-        Backward::Coop | Backward::CoopVk(_) => tiled_coop::input_bytes(p),
+        Backward::Coop | Backward::CoopVk(_) | Backward::Cm2 => tiled_coop::input_bytes(p),
     };
     plan.buffers.push(buf("dO", do_bytes, Role::Input, false));
     plan.buffers
@@ -207,6 +223,10 @@ fn training(
         Backward::CoopVk(build) => (
             tiled_coop_vk::bwd_pass(p, caps, build, true)?,
             tiled_coop_vk::bwd_pass(p, caps, build, false)?,
+        ),
+        Backward::Cm2 => (
+            tiled_coop_vk::cm2_bwd_pass(p, caps, true)?,
+            tiled_coop_vk::cm2_bwd_pass(p, caps, false)?,
         ),
     };
     plan.dispatches.push(kv.backward("bwd_kv", inputs.clone()));
