@@ -83,12 +83,16 @@ pub struct Traffic {
     pub achieved_gflops: Option<f64>,
 }
 
-/// Whether a variant ran: `ok`, or `unsupported` here (its reason in [`VariantRun::reason`]).
+/// Whether a variant ran: `ok`; `unsupported` here (its plan refused, the reason in
+/// [`VariantRun::reason`]); or `error`: its plan was accepted but the GPU refused or failed it
+/// (a driver rejecting a kernel, say), the error in the reason, in a run of several variants
+/// where the others still run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
     Ok,
     Unsupported,
+    Error,
 }
 
 impl RunStatus {
@@ -96,6 +100,7 @@ impl RunStatus {
         match self {
             RunStatus::Ok => "ok",
             RunStatus::Unsupported => "unsupported",
+            RunStatus::Error => "error",
         }
     }
 }
@@ -175,9 +180,18 @@ impl Training {
 impl VariantRun {
     /// A variant that could not run here, with its reason.
     pub fn unsupported(variant: &str, reason: String) -> Self {
+        Self::not_run(variant, RunStatus::Unsupported, reason)
+    }
+
+    /// A variant whose run the GPU refused or failed, with the error.
+    pub fn errored(variant: &str, error: String) -> Self {
+        Self::not_run(variant, RunStatus::Error, error)
+    }
+
+    fn not_run(variant: &str, status: RunStatus, reason: String) -> Self {
         VariantRun {
             variant: variant.into(),
-            status: RunStatus::Unsupported,
+            status,
             reason: Some(reason),
             dispatches: vec![],
             predicted_dispatches: 0,

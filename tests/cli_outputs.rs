@@ -245,3 +245,54 @@ fn a_sweep_where_nothing_runs_is_exit_4_and_writes_nothing() {
     refused(&o, 4, &["tiled-coop", "no point of the sweep ran"]);
     assert!(!out.join("sweep.csv").exists() && !out.join("sweep.json").exists());
 }
+
+#[test]
+fn a_gpu_error_in_one_variant_of_all_is_its_row_and_the_others_run() {
+    // A driver refusing one variant's kernel (injected through the tests' hook on the runner)
+    // must not cost the other variants' measurements: `--variant all` records it as that
+    // variant's `error` row, runs the rest, writes the results and exits 1 naming it.
+    let t = tempfile::tempdir().unwrap();
+    let mut args: Vec<&str> = SMALL.to_vec();
+    args[2] = "all";
+    let o = bin()
+        .current_dir(t.path())
+        .env("ATTN_WGPU_FAULT_GPU", "unfused")
+        .args(&args)
+        .args(["--json", "r.json"])
+        .output()
+        .unwrap();
+    refused(
+        &o,
+        1,
+        &[
+            "variant `unfused` failed on the GPU",
+            "failed on the GPU (the other variants ran): unfused",
+        ],
+    );
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        out.contains("unfused             error — GPU error during the pipelines"),
+        "{out}"
+    );
+    let f: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.path().join("r.json")).unwrap()).unwrap();
+    let runs = f["runs"].as_array().unwrap();
+    let status = |v: &str| runs.iter().find(|r| r["variant"] == v).unwrap()["status"].clone();
+    assert_eq!(status("unfused"), "error");
+    assert_eq!(status("unfused-inplace"), "ok");
+    assert_eq!(status("tiled"), "ok");
+    assert!(runs
+        .iter()
+        .filter(|r| r["status"] == "ok")
+        .all(|r| r["validation"]["verdict"] == "PASS"));
+    // Named alone, the variant's error is the run's: exit 1, nothing written.
+    let o = bin()
+        .current_dir(t.path())
+        .env("ATTN_WGPU_FAULT_GPU", "tiled")
+        .args(SMALL)
+        .args(["--json", "s.json"])
+        .output()
+        .unwrap();
+    refused(&o, 1, &["fault injected by ATTN_WGPU_FAULT_GPU"]);
+    assert!(!t.path().join("s.json").exists());
+}

@@ -393,6 +393,11 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         .filter(|r| r.ran() && !r.passed())
         .map(|r| r.variant.as_str())
         .collect();
+    let errored: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.status == attn_wgpu::run::RunStatus::Error)
+        .map(|r| r.variant.as_str())
+        .collect();
     let done = Done {
         gpu: &gpu,
         runner: &runner,
@@ -401,12 +406,19 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
         runs: &runs,
         auto_choice: auto_choice.as_ref(),
         roofline_source,
-        failed: !failed.is_empty(),
+        failed: !failed.is_empty() || !errored.is_empty(),
     };
     write_outputs(&a, &grad_files, &done)?;
     if !failed.is_empty() {
         eprintln!("validation FAILED: {}", failed.join(", "));
         return Ok(3);
+    }
+    if !errored.is_empty() {
+        eprintln!(
+            "failed on the GPU (the other variants ran): {}",
+            errored.join(", ")
+        );
+        return Ok(1);
     }
     Ok(0)
 }
@@ -662,7 +674,7 @@ fn run_all(
     for name in names {
         bar.set_message(name.clone());
         // Name the variant in the error unless the error already does.
-        let r = run_variant(gpu, runner, p, x, name, schedule, all).map_err(|e| {
+        let named = |e: Error| {
             let named = e.to_string().contains(&format!("`{name}`"));
             let e = anyhow::Error::from(e);
             if named {
@@ -670,7 +682,18 @@ fn run_all(
             } else {
                 e.context(format!("variant `{name}`"))
             }
-        })?;
+        };
+        let r = match run_variant(gpu, runner, p, x, name, schedule, all) {
+            Ok(r) => r,
+            // In a run of several variants, a GPU error of one (a driver refusing its kernel,
+            // say) is that variant's row and the others still run; a lost device, a timeout or
+            // anything else stops the run.
+            Err(e @ Error::Gpu { .. }) if all => {
+                bar.suspend(|| eprintln!("variant `{name}` failed on the GPU: {e}"));
+                VariantRun::errored(name, e.to_string())
+            }
+            Err(e) => return Err(named(e)),
+        };
         if verbose {
             print!("{}", table::variant(&r));
         }

@@ -124,6 +124,14 @@ impl<'g> Runner<'g> {
         schedule: Schedule,
     ) -> Result<Measurement> {
         let gpu = self.gpu;
+        // Fault injection for the tests of a GPU error in a run of several variants (never for
+        // measurements): ATTN_WGPU_FAULT_GPU names the variant whose run fails here.
+        if std::env::var("ATTN_WGPU_FAULT_GPU").is_ok_and(|v| v == plan.variant) {
+            return Err(Error::Gpu {
+                stage: format!("the pipelines of `{}`", plan.variant),
+                message: "fault injected by ATTN_WGPU_FAULT_GPU".into(),
+            });
+        }
         let mut warnings = Vec::new();
         if !gpu.caps.timestamps {
             warnings.push(format!(
