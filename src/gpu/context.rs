@@ -445,11 +445,20 @@ impl Gpu {
             let why = "not requested (no variant about to run uses SPIR-V cooperative matrices)";
             (Err(why.to_string()), Err(why.to_string()))
         };
-        let opened = if bf16_offered.is_ok() || cm2_offered.is_ok() {
-            super::open::request(&adapter, &desc, bf16_offered.is_ok(), cm2_offered.is_ok())
-        } else {
-            Err(String::new())
-        };
+        // If the opening with both fails, again without VK_NV_cooperative_matrix2: the bf16
+        // builds, measured, must not depend on the newer extension.
+        let (bf16_offered, mut cm2_offered) = (bf16_offered, cm2_offered);
+        let mut opened = Err(String::new());
+        if bf16_offered.is_ok() || cm2_offered.is_ok() {
+            opened =
+                super::open::request(&adapter, &desc, bf16_offered.is_ok(), cm2_offered.is_ok());
+            if let Err(why) = &opened {
+                if bf16_offered.is_ok() && cm2_offered.is_ok() {
+                    cm2_offered = Err(why.clone());
+                    opened = super::open::request(&adapter, &desc, true, false);
+                }
+            }
+        }
         let (device, queue, bf16_matrix, cm2) = match opened {
             Ok((d, q)) => {
                 let bf16 = match bf16_offered {
