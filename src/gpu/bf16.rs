@@ -68,24 +68,7 @@ impl Features {
 /// Why the adapter cannot have bf16 cooperative matrices, if it cannot: not Vulkan, the extension
 /// not offered, or one of the two features off.
 pub fn offered(adapter: &wgpu::Adapter) -> Result<(), String> {
-    // SAFETY: the hal adapter is only read while `adapter` is alive.
-    let Some(hal) = (unsafe { adapter.as_hal::<wgpu::hal::api::Vulkan>() }) else {
-        return Err("not a Vulkan adapter".into());
-    };
-    if !hal
-        .physical_device_capabilities()
-        .supports_extension(EXTENSION)
-    {
-        return Err("the driver does not offer VK_KHR_shader_bfloat16".into());
-    }
-    let mut f = Features::default();
-    let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f);
-    // SAFETY: a valid physical device of this instance; the chain is the one structure above.
-    unsafe {
-        hal.shared_instance()
-            .raw_instance()
-            .get_physical_device_features2(hal.raw_physical_device(), &mut f2)
-    };
+    let f: Features = super::vk_features::query(adapter, EXTENSION)?;
     if f.shader_b_float16_type == vk::FALSE || f.shader_b_float16_cooperative_matrix == vk::FALSE {
         return Err(format!(
             "VK_KHR_shader_bfloat16 is offered without {}",

@@ -100,24 +100,7 @@ unsafe impl vk::ExtendsDeviceCreateInfo for Features {}
 /// Why the adapter cannot have VK_NV_cooperative_matrix2 as the kernel uses it, if it cannot:
 /// not Vulkan, the extension not offered, or one of the six features off.
 pub fn offered(adapter: &wgpu::Adapter) -> Result<(), String> {
-    // SAFETY: the hal adapter is only read while `adapter` is alive.
-    let Some(hal) = (unsafe { adapter.as_hal::<wgpu::hal::api::Vulkan>() }) else {
-        return Err("not a Vulkan adapter".into());
-    };
-    if !hal
-        .physical_device_capabilities()
-        .supports_extension(EXTENSION)
-    {
-        return Err("the driver does not offer VK_NV_cooperative_matrix2".into());
-    }
-    let mut f = Features::default();
-    let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f);
-    // SAFETY: a valid physical device of this instance; the chain is the one structure above.
-    unsafe {
-        hal.shared_instance()
-            .raw_instance()
-            .get_physical_device_features2(hal.raw_physical_device(), &mut f2)
-    };
+    let f: Features = super::vk_features::query(adapter, EXTENSION)?;
     match f.missing() {
         Some(name) => Err(format!(
             "VK_NV_cooperative_matrix2 is offered without {name}"

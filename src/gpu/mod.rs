@@ -6,6 +6,7 @@ pub mod cm2;
 pub mod context;
 pub mod open;
 pub mod runner;
+mod vk_features;
 
 pub use bf16::Bf16Matrix;
 pub use cm2::Cm2;
