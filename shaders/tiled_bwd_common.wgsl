@@ -74,10 +74,15 @@ fn scores(head: u32, i0: u32, j0: u32, t: u32, n: u32, d: u32) -> Tile {
 // Register prefetch (the forward's PREFETCH): a thread's share of the next tile's staged rows,
 // loaded from device memory before this tile's products and stored to workgroup memory after the
 // barrier that frees the tiles. Slot m of thread t is vec4 w = t + 128 m of the tile: row w / D4,
-// vec4 w % D4 (at most 4 slots: 32 rows x 16 vec4 / 128 threads).
+// vec4 w % D4 (at most 4 slots: 32 rows x 16 vec4 / 128 threads). The slots hold the storage
+// dtype's raw words (tiled_bwd_lib.wgsl, `row4_raw`), widened to f32 only when put: a widening
+// right after the load would wait for the load there, and the prefetch would hide nothing (it
+// made f32 1.49x faster and f16 1 %, results/EXPERIMENTS.md v20-bwd-ab). `odd` keeps, per slot
+// (bit 2m: a, 2m + 1: b), whether its first element has an odd index (two per u32 word).
 struct Share {
-    a0: vec4<f32>, a1: vec4<f32>, a2: vec4<f32>, a3: vec4<f32>,
-    b0: vec4<f32>, b1: vec4<f32>, b2: vec4<f32>, b3: vec4<f32>,
+    a0: vec4<st>, a1: vec4<st>, a2: vec4<st>, a3: vec4<st>,
+    b0: vec4<st>, b1: vec4<st>, b2: vec4<st>, b3: vec4<st>,
+    odd: u32,
 }
 
 // Q and dO (rows = true) or K and V (rows = false) of rows r0 .. r0+31 of query head `head`
@@ -95,23 +100,32 @@ fn fetch(rows: bool, head: u32, r0: u32, t: u32, nq: u32, d: u32) -> Share {
     x.b2 = fetch1(rows, true, base, r0, t + 256u, n, d);
     x.a3 = fetch1(rows, false, base, r0, t + 384u, n, d);
     x.b3 = fetch1(rows, true, base, r0, t + 384u, n, d);
+    x.odd = 0u;
+    if (PACK == 2u) {
+        // A and B of a slot share the row, hence the parity.
+        for (var m = 0u; m < 4u; m++) {
+            let w = t + 128u * m;
+            let odd = (base + (r0 + w / D4) * d) & 1u;
+            x.odd |= (odd << (2u * m)) | (odd << (2u * m + 1u));
+        }
+    }
     return x;
 }
 
-fn fetch1(rows: bool, second: bool, base: u32, r0: u32, w: u32, n: u32, d: u32) -> vec4<f32> {
+fn fetch1(rows: bool, second: bool, base: u32, r0: u32, w: u32, n: u32, d: u32) -> vec4<st> {
     if (w >= BT * D4) {
-        return vec4<f32>(0.0);
+        return vec4<st>();
     }
     // Q, dO for rows; K, V for keys.
     let which = select(select(1u, 2u, second), select(0u, 3u, second), rows);
-    return row4(which, base, r0 + w / D4, w % D4, n, d);
+    return row4_raw(which, base, r0 + w / D4, w % D4, n, d);
 }
 
 fn put_share(rows: bool, t: u32, x: Share) {
-    put1(rows, t, x.a0, x.b0);
-    put1(rows, t + 128u, x.a1, x.b1);
-    put1(rows, t + 256u, x.a2, x.b2);
-    put1(rows, t + 384u, x.a3, x.b3);
+    put1(rows, t, widen4(x.a0, x.odd & 1u), widen4(x.b0, (x.odd >> 1u) & 1u));
+    put1(rows, t + 128u, widen4(x.a1, (x.odd >> 2u) & 1u), widen4(x.b1, (x.odd >> 3u) & 1u));
+    put1(rows, t + 256u, widen4(x.a2, (x.odd >> 4u) & 1u), widen4(x.b2, (x.odd >> 5u) & 1u));
+    put1(rows, t + 384u, widen4(x.a3, (x.odd >> 6u) & 1u), widen4(x.b3, (x.odd >> 7u) & 1u));
 }
 
 fn put1(rows: bool, w: u32, a: vec4<f32>, b: vec4<f32>) {

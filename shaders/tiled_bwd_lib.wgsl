@@ -48,6 +48,33 @@ fn row4(which: u32, base: u32, i: u32, c4: u32, n: u32, d: u32) -> vec4<f32> {
     return x;
 }
 
+// row4 as raw storage words, widened later by widen4 (the register prefetch keeps them so):
+// slot c holds the word of element e0 + c (e0 = the first), 0 past N or D (0.0 in every dtype).
+// With two elements a word (PACK = 2) a word can appear twice; the compiler loads it once.
+fn row4_raw(which: u32, base: u32, i: u32, c4: u32, n: u32, d: u32) -> vec4<st> {
+    var x = vec4<st>();
+    if (i < n) {
+        for (var c = 0u; c < 4u; c++) {
+            if (4u * c4 + c < d) {
+                let e = base + i * d + 4u * c4 + c;
+                switch (which) {
+                    case 0u: { x[c] = q[e / PACK]; }
+                    case 1u: { x[c] = k[e / PACK]; }
+                    case 2u: { x[c] = v[e / PACK]; }
+                    default: { x[c] = g[e / PACK]; }
+                }
+            }
+        }
+    }
+    return x;
+}
+
+// The 4 elements of row4_raw's words as f32; `odd` is e0's parity (what `load` reads of a word
+// with two elements).
+fn widen4(x: vec4<st>, odd: u32) -> vec4<f32> {
+    return vec4<f32>(load(x[0], odd), load(x[1], odd + 1u), load(x[2], odd), load(x[3], odd + 1u));
+}
+
 // P of row i (local row il) with keys j.x, j.y from their raw scores s: exp2 of the scaled score
 // (base 2, plus the bias) minus L; 0 where the mask blocks or past N.
 fn prob(head: u32, i: u32, j: vec2<u32>, n: u32, s: vec2<f32>, il: u32) -> vec2<f32> {
