@@ -1,8 +1,10 @@
-// tiled_bwd_common.wgsl — the D <= 64 fused backward kernels' tile (appended to tiled_bwd_kv.wgsl
-// and tiled_bwd_q.wgsl with tiled_bwd_lib.wgsl and tiled_bwd_d32.wgsl or tiled_bwd_d64.wgsl).
+// tiled_bwd_common.wgsl — the fused backward kernels' 32 x 32 tile (appended to tiled_bwd_kv.wgsl
+// and tiled_bwd_q.wgsl with tiled_bwd_lib.wgsl and a tile file: tiled_bwd_d32.wgsl and
+// tiled_bwd_d64.wgsl stage f32, tiled_bwd_d80h.wgsl and tiled_bwd_d128h.wgsl the f16/bf16 words).
 //
 // Tiles of 32 query rows x 32 keys, 128 threads. Staged rows are D4 vec4 over d ([row][d/4], D up
-// to 64, zero-padded to a multiple of 4). Phase A (`scores`) gives thread t the rows 4(t/16) .. +3 and
+// to 128, zero-padded to a multiple of 4), each vec4 an `sv` of the tile file (read through
+// `wide`). Phase A (`scores`) gives thread t the rows 4(t/16) .. +3 and
 // the keys t%16 and t%16 + 16 of the tile (consecutive threads, consecutive vec4 of ks/vs: no bank
 // conflicts), and computes for them S = Q·Kᵀ and dP = dO·Vᵀ as dot products over d, then
 // P = exp2(S·scale·log2 e + bias·log2 e - L) (0 where the mask blocks, past N, or for a row with no
@@ -24,18 +26,18 @@ fn scores(head: u32, i0: u32, j0: u32, t: u32, n: u32, d: u32) -> Tile {
     var s0 = vec2<f32>(0.0); var s1 = vec2<f32>(0.0); var s2 = vec2<f32>(0.0); var s3 = vec2<f32>(0.0);
     var g0 = vec2<f32>(0.0); var g1 = vec2<f32>(0.0); var g2 = vec2<f32>(0.0); var g3 = vec2<f32>(0.0);
     for (var c4 = 0u; c4 < d4; c4++) {
-        let k0 = ks[tc * RS + c4];
-        let k1 = ks[(tc + 16u) * RS + c4];
-        let v0 = vs[tc * RS + c4];
-        let v1 = vs[(tc + 16u) * RS + c4];
-        let a0 = qs[r0 * RS + c4];
-        let a1 = qs[(r0 + 1u) * RS + c4];
-        let a2 = qs[(r0 + 2u) * RS + c4];
-        let a3 = qs[(r0 + 3u) * RS + c4];
-        let b0 = gs[r0 * RS + c4];
-        let b1 = gs[(r0 + 1u) * RS + c4];
-        let b2 = gs[(r0 + 2u) * RS + c4];
-        let b3 = gs[(r0 + 3u) * RS + c4];
+        let k0 = wide(ks[tc * RS + c4]);
+        let k1 = wide(ks[(tc + 16u) * RS + c4]);
+        let v0 = wide(vs[tc * RS + c4]);
+        let v1 = wide(vs[(tc + 16u) * RS + c4]);
+        let a0 = wide(qs[r0 * RS + c4]);
+        let a1 = wide(qs[(r0 + 1u) * RS + c4]);
+        let a2 = wide(qs[(r0 + 2u) * RS + c4]);
+        let a3 = wide(qs[(r0 + 3u) * RS + c4]);
+        let b0 = wide(gs[r0 * RS + c4]);
+        let b1 = wide(gs[(r0 + 1u) * RS + c4]);
+        let b2 = wide(gs[(r0 + 2u) * RS + c4]);
+        let b3 = wide(gs[(r0 + 3u) * RS + c4]);
         s0 += vec2<f32>(dot(a0, k0), dot(a0, k1));
         s1 += vec2<f32>(dot(a1, k0), dot(a1, k1));
         s2 += vec2<f32>(dot(a2, k0), dot(a2, k1));
@@ -74,14 +76,18 @@ fn scores(head: u32, i0: u32, j0: u32, t: u32, n: u32, d: u32) -> Tile {
 // Register prefetch (the forward's PREFETCH): a thread's share of the next tile's staged rows,
 // loaded from device memory before this tile's products and stored to workgroup memory after the
 // barrier that frees the tiles. Slot m of thread t is vec4 w = t + 128 m of the tile: row w / D4,
-// vec4 w % D4 (at most 4 slots: 32 rows x 16 vec4 / 128 threads). The slots hold the storage
-// dtype's raw words (tiled_bwd_lib.wgsl, `row4_raw`), widened to f32 only when put: a widening
-// right after the load would wait for the load there, and the prefetch would hide nothing (it
-// made f32 1.49x faster and f16 1 %, results/EXPERIMENTS.md v20-bwd-ab). `odd` keeps, per slot
-// (bit 2m: a, 2m + 1: b), whether its first element has an odd index (two per u32 word).
+// vec4 w % D4 (at most 8 slots: 32 rows x 32 vec4 / 128 threads; slots past BT x D4 are never
+// loaded or put). The slots hold the storage dtype's raw words (tiled_bwd_lib.wgsl, `row4_raw`),
+// converted only when put (`to_sv`, the tile file's): a widening right after the load would wait
+// for the load there, and the prefetch would hide nothing (it made f32 1.49x faster and f16 1 %,
+// results/EXPERIMENTS.md v20-bwd-ab). `odd` keeps, per slot m (bit m), whether its row starts
+// at an odd element (two elements a u32 word: PACK = 2); A and B of a slot share the row.
+// Named registers, not arrays, as for Tile.
 struct Share {
     a0: vec4<st>, a1: vec4<st>, a2: vec4<st>, a3: vec4<st>,
+    a4: vec4<st>, a5: vec4<st>, a6: vec4<st>, a7: vec4<st>,
     b0: vec4<st>, b1: vec4<st>, b2: vec4<st>, b3: vec4<st>,
+    b4: vec4<st>, b5: vec4<st>, b6: vec4<st>, b7: vec4<st>,
     odd: u32,
 }
 
@@ -100,13 +106,21 @@ fn fetch(rows: bool, head: u32, r0: u32, t: u32, nq: u32, d: u32) -> Share {
     x.b2 = fetch1(rows, true, base, r0, t + 256u, n, d);
     x.a3 = fetch1(rows, false, base, r0, t + 384u, n, d);
     x.b3 = fetch1(rows, true, base, r0, t + 384u, n, d);
+    if (BT * D4 > 512u) {
+        x.a4 = fetch1(rows, false, base, r0, t + 512u, n, d);
+        x.b4 = fetch1(rows, true, base, r0, t + 512u, n, d);
+        x.a5 = fetch1(rows, false, base, r0, t + 640u, n, d);
+        x.b5 = fetch1(rows, true, base, r0, t + 640u, n, d);
+        x.a6 = fetch1(rows, false, base, r0, t + 768u, n, d);
+        x.b6 = fetch1(rows, true, base, r0, t + 768u, n, d);
+        x.a7 = fetch1(rows, false, base, r0, t + 896u, n, d);
+        x.b7 = fetch1(rows, true, base, r0, t + 896u, n, d);
+    }
     x.odd = 0u;
     if (PACK == 2u) {
-        // A and B of a slot share the row, hence the parity.
-        for (var m = 0u; m < 4u; m++) {
+        for (var m = 0u; m < 8u; m++) {
             let w = t + 128u * m;
-            let odd = (base + (r0 + w / D4) * d) & 1u;
-            x.odd |= (odd << (2u * m)) | (odd << (2u * m + 1u));
+            x.odd |= ((base + (r0 + w / D4) * d) & 1u) << m;
         }
     }
     return x;
@@ -122,23 +136,29 @@ fn fetch1(rows: bool, second: bool, base: u32, r0: u32, w: u32, n: u32, d: u32) 
 }
 
 fn put_share(rows: bool, t: u32, x: Share) {
-    put1(rows, t, widen4(x.a0, x.odd & 1u), widen4(x.b0, (x.odd >> 1u) & 1u));
-    put1(rows, t + 128u, widen4(x.a1, (x.odd >> 2u) & 1u), widen4(x.b1, (x.odd >> 3u) & 1u));
-    put1(rows, t + 256u, widen4(x.a2, (x.odd >> 4u) & 1u), widen4(x.b2, (x.odd >> 5u) & 1u));
-    put1(rows, t + 384u, widen4(x.a3, (x.odd >> 6u) & 1u), widen4(x.b3, (x.odd >> 7u) & 1u));
+    put1(rows, t, x.a0, x.b0, x.odd);
+    put1(rows, t + 128u, x.a1, x.b1, x.odd >> 1u);
+    put1(rows, t + 256u, x.a2, x.b2, x.odd >> 2u);
+    put1(rows, t + 384u, x.a3, x.b3, x.odd >> 3u);
+    if (BT * D4 > 512u) {
+        put1(rows, t + 512u, x.a4, x.b4, x.odd >> 4u);
+        put1(rows, t + 640u, x.a5, x.b5, x.odd >> 5u);
+        put1(rows, t + 768u, x.a6, x.b6, x.odd >> 6u);
+        put1(rows, t + 896u, x.a7, x.b7, x.odd >> 7u);
+    }
 }
 
-fn put1(rows: bool, w: u32, a: vec4<f32>, b: vec4<f32>) {
+// Slot w's raw words into the staged tiles (bit 0 of `odd`: its row starts at an odd element).
+fn put1(rows: bool, w: u32, a: vec4<st>, b: vec4<st>, odd: u32) {
     if (w >= BT * D4) {
         return;
     }
     let at = (w / D4) * RS + w % D4;
     if (rows) {
-        qs[at] = a;
-        gs[at] = b;
+        qs[at] = to_sv(a, odd & 1u);
+        gs[at] = to_sv(b, odd & 1u);
     } else {
-        ks[at] = a;
-        vs[at] = b;
+        ks[at] = to_sv(a, odd & 1u);
+        vs[at] = to_sv(b, odd & 1u);
     }
 }
-

@@ -3,21 +3,22 @@
 // P and dS on chip (tiled_bwd_common.wgsl, phase A) and accumulating in registers (phase B)
 //   dV += Pᵀ·dO,   dK += dSᵀ·Q
 // as outer products over the 32 rows of a block: thread t owns keys 4(t/16) .. +3 and columns
-// 4(t%16) .. +3 (D <= 64). P and dS go through workgroup memory ([row][key/4]) between the phases;
+// 4(t%16) .. +3, and above D = 64 also 4(t%16) + 64 .. +3 (D <= 128). P and dS go through workgroup memory ([row][key/4]) between the phases;
 // nothing N x N reaches device memory. Three barriers per query block; the next block's Q and dO
 // are loaded into registers before this block's products (tiled_bwd_common.wgsl, `fetch`). No atomics: every dK/dV
 // element has one owner (dQ has its own kernel, tiled_bwd_q.wgsl).
 // Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) vec4 (8.5 KiB each for D4 = 16), ps, dss 2 x 4 KiB,
-// lse_s, dl_s 256 B: 43264 bytes for D4 = 16, 26880 for D4 = 8.
+// lse_s, dl_s 256 B: 43264 bytes for D4 = 16, 26880 for D4 = 8; staged in 16 bits (8 bytes a vec4), 29952
+// for D4 = 20 and 42240 for D4 = 32.
 
 // Bindings 1-6 (Q, K, V, dO, L, D): tiled_bwd_lib.wgsl.
 @group(0) @binding(7) var<storage, read_write> dk: array<st>;
 @group(0) @binding(8) var<storage, read_write> dv: array<st>;
 
-var<workgroup> qs: array<vec4<f32>, 32u * RS>;   // [row][d/4]: 32 x 16
-var<workgroup> gs: array<vec4<f32>, 32u * RS>;
-var<workgroup> ks: array<vec4<f32>, 32u * RS>;   // [key][d/4]
-var<workgroup> vs: array<vec4<f32>, 32u * RS>;
+var<workgroup> qs: array<sv, 32u * RS>;   // [row][d/4]: 32 x 16
+var<workgroup> gs: array<sv, 32u * RS>;
+var<workgroup> ks: array<sv, 32u * RS>;   // [key][d/4]
+var<workgroup> vs: array<sv, 32u * RS>;
 var<workgroup> ps: array<vec4<f32>, 256>;   // [row][key/4]: 32 x 8
 var<workgroup> dss: array<vec4<f32>, 256>;
 var<workgroup> lse_s: array<f32, 32>;
@@ -40,6 +41,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 
     var dk0 = vec4<f32>(0.0); var dk1 = vec4<f32>(0.0); var dk2 = vec4<f32>(0.0); var dk3 = vec4<f32>(0.0);
     var dv0 = vec4<f32>(0.0); var dv1 = vec4<f32>(0.0); var dv2 = vec4<f32>(0.0); var dv3 = vec4<f32>(0.0);
+    // D4 > 16: the second column vec4 tc + 16 (threads past D / 4 again compute a copy).
+    let tc2 = min(tc + 16u, D4 - 1u);
+    var dk4 = vec4<f32>(0.0); var dk5 = vec4<f32>(0.0); var dk6 = vec4<f32>(0.0); var dk7 = vec4<f32>(0.0);
+    var dv4 = vec4<f32>(0.0); var dv5 = vec4<f32>(0.0); var dv6 = vec4<f32>(0.0); var dv7 = vec4<f32>(0.0);
     // Causal: rows before j0 see none of these keys; start at the first block that sees key j0.
     let first = first_row_block(j0, BT);
     for (var r = 0u; r < params.kv_group; r++) {
@@ -64,10 +69,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         for (var i = 0u; i < BT; i++) {
             let p4 = ps[i * 8u + tr];
             let s4 = dss[i * 8u + tr];
-            let gr = gs[i * RS + tcc];
-            let qr = qs[i * RS + tcc];
+            let gr = wide(gs[i * RS + tcc]);
+            let qr = wide(qs[i * RS + tcc]);
             dv0 += p4.x * gr; dv1 += p4.y * gr; dv2 += p4.z * gr; dv3 += p4.w * gr;
             dk0 += s4.x * qr; dk1 += s4.y * qr; dk2 += s4.z * qr; dk3 += s4.w * qr;
+            if (D4 > 16u) {
+                let gr2 = wide(gs[i * RS + tc2]);
+                let qr2 = wide(qs[i * RS + tc2]);
+                dv4 += p4.x * gr2; dv5 += p4.y * gr2; dv6 += p4.z * gr2; dv7 += p4.w * gr2;
+                dk4 += s4.x * qr2; dk5 += s4.y * qr2; dk6 += s4.z * qr2; dk7 += s4.w * qr2;
+            }
         }
     }
     }
@@ -77,6 +88,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         store_kv(kvh, j0 + 4u * tr + 1u, c4, params.kv_seq, d, dk1, dv1);
         store_kv(kvh, j0 + 4u * tr + 2u, c4, params.kv_seq, d, dk2, dv2);
         store_kv(kvh, j0 + 4u * tr + 3u, c4, params.kv_seq, d, dk3, dv3);
+    }
+    if (D4 > 16u && 4u * (c4 + 16u) < d) {
+        store_kv(kvh, j0 + 4u * tr, c4 + 16u, params.kv_seq, d, dk4, dv4);
+        store_kv(kvh, j0 + 4u * tr + 1u, c4 + 16u, params.kv_seq, d, dk5, dv5);
+        store_kv(kvh, j0 + 4u * tr + 2u, c4 + 16u, params.kv_seq, d, dk6, dv6);
+        store_kv(kvh, j0 + 4u * tr + 3u, c4 + 16u, params.kv_seq, d, dk7, dv7);
     }
 }
 

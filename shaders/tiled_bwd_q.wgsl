@@ -2,19 +2,20 @@
 // lacks): a workgroup of 128 threads owns 32 query rows of one head and walks the key blocks they
 // see (up to the diagonal when causal), recomputing P and dS on chip (tiled_bwd_common.wgsl,
 // phase A) and accumulating dQ += dS·K in registers (phase B: rows 4(t/16) .. +3, columns
-// 4(t%16) .. +3, outer products over the 32 keys of a block, dS through workgroup memory as
-// [key][row/4]). Three barriers per key block; the next block's K and V are loaded into registers
+// 4(t%16) .. +3 and, above D = 64, 4(t%16) + 64 .. +3; outer products over the 32 keys of a
+// block, dS through workgroup memory as [key][row/4]). Three barriers per key block; the next block's K and V are loaded into registers
 // before this block's products (tiled_bwd_common.wgsl, `fetch`) and stored after the first barrier.
 // Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) vec4 (8.5 KiB each for D4 = 16), dst 4 KiB, lse_s,
-// dl_s 256 B: 39168 bytes for D4 = 16, 22784 for D4 = 8.
+// dl_s 256 B: 39168 bytes for D4 = 16, 22784 for D4 = 8; staged in 16 bits (8 bytes a vec4), 25856
+// for D4 = 20 and 38144 for D4 = 32.
 
 // Bindings 1-6 (Q, K, V, dO, L, D): tiled_bwd_lib.wgsl.
 @group(0) @binding(7) var<storage, read_write> dq: array<st>;
 
-var<workgroup> qs: array<vec4<f32>, 32u * RS>;
-var<workgroup> gs: array<vec4<f32>, 32u * RS>;
-var<workgroup> ks: array<vec4<f32>, 32u * RS>;
-var<workgroup> vs: array<vec4<f32>, 32u * RS>;
+var<workgroup> qs: array<sv, 32u * RS>;
+var<workgroup> gs: array<sv, 32u * RS>;
+var<workgroup> ks: array<sv, 32u * RS>;
+var<workgroup> vs: array<sv, 32u * RS>;
 var<workgroup> dst: array<vec4<f32>, 256>;  // [key][row/4]: 32 x 8
 var<workgroup> lse_s: array<f32, 32>;
 var<workgroup> dl_s: array<f32, 32>;
@@ -33,6 +34,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     stage_stats(head, i0, t, n);
 
     var dq0 = vec4<f32>(0.0); var dq1 = vec4<f32>(0.0); var dq2 = vec4<f32>(0.0); var dq3 = vec4<f32>(0.0);
+    // D4 > 16: the second column vec4 tc + 16 (threads past D / 4 again compute a copy).
+    let tc2 = min(tc + 16u, D4 - 1u);
+    var dq4 = vec4<f32>(0.0); var dq5 = vec4<f32>(0.0); var dq6 = vec4<f32>(0.0); var dq7 = vec4<f32>(0.0);
     // Keys these rows see: all M, or up to the causal diagonal of the block's last row.
     let end = causal_keys(i0 + BT);
     var next = fetch(false, head, 0u, t, n, d);
@@ -50,8 +54,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         workgroupBarrier();
         for (var j = 0u; j < BT; j++) {
             let s4 = dst[j * 8u + tr];
-            let kr = ks[j * RS + tcc];
+            let kr = wide(ks[j * RS + tcc]);
             dq0 += s4.x * kr; dq1 += s4.y * kr; dq2 += s4.z * kr; dq3 += s4.w * kr;
+            if (D4 > 16u) {
+                let kr2 = wide(ks[j * RS + tc2]);
+                dq4 += s4.x * kr2; dq5 += s4.y * kr2; dq6 += s4.z * kr2; dq7 += s4.w * kr2;
+            }
         }
     }
     if (4u * tc < d) {
@@ -59,5 +67,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         store_q(head, i0 + 4u * tr + 1u, tc, n, d, dq1);
         store_q(head, i0 + 4u * tr + 2u, tc, n, d, dq2);
         store_q(head, i0 + 4u * tr + 3u, tc, n, d, dq3);
+    }
+    if (D4 > 16u && 4u * (tc + 16u) < d) {
+        store_q(head, i0 + 4u * tr, tc + 16u, n, d, dq4);
+        store_q(head, i0 + 4u * tr + 1u, tc + 16u, n, d, dq5);
+        store_q(head, i0 + 4u * tr + 2u, tc + 16u, n, d, dq6);
+        store_q(head, i0 + 4u * tr + 3u, tc + 16u, n, d, dq7);
     }
 }

@@ -87,6 +87,17 @@ fn problems() -> Vec<Problem> {
             }
         }
     }
+    // D = 80 in training: the fused backward's 32 x 32 tile staged in 16 bits at its smallest
+    // width (tiled_bwd_d80h.wgsl, taken where D = 128's does not fit), with and without dropout.
+    for dtype in [DType::F16, DType::BF16] {
+        for dropout in [0.0, 0.1] {
+            let mut p = Problem::new(1, 2, 100, 80, true, 0);
+            p.dtype = dtype;
+            p.backward = true;
+            p.dropout = dropout;
+            v.push(p);
+        }
+    }
     // Decode shapes (N = 1, many keys; GQA): the split-KV kernels, inference and training.
     for dtype in DType::ALL {
         for backward in [false, true] {

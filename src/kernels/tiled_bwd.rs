@@ -3,15 +3,17 @@
 //! | dispatch  | WGSL                                            | what                                   |
 //! |-----------|-------------------------------------------------|----------------------------------------|
 //! | `bwd_dot` | tiled_bwd_dot.wgsl                              | D = rowsum(dO ∘ O), 16 threads per row |
-//! | `bwd_kv`  | D ≤ 64: tiled_bwd_kv.wgsl + tiled_bwd_common.wgsl; above: tiled_bwd_wide_kv.wgsl + tiled_bwd_wide.wgsl; + tiled_bwd_kv_out.wgsl + tiled_bwd_lib.wgsl + a width file | dK, dV: a workgroup per BT keys walks the query blocks |
+//! | `bwd_kv`  | D ≤ 64 (f16/bf16: ≤ 128): tiled_bwd_kv.wgsl + tiled_bwd_common.wgsl; above: tiled_bwd_wide_kv.wgsl + tiled_bwd_wide.wgsl; + tiled_bwd_kv_out.wgsl + tiled_bwd_lib.wgsl + a width file | dK, dV: a workgroup per BT keys walks the query blocks |
 //! | `bwd_q`   | the same with `_q` (+ tiled_bwd_q_out.wgsl)     | dQ: a workgroup per BT rows walks the key blocks |
 //!
 //! Both fused kernels recompute P = exp2(S·scale·log2 e − L) from Q, K and the forward's row
 //! logsumexp L (shaders/tiled_lse.wgsl) on chip; N x N never reaches device memory. Causal
-//! block skipping as in the forward. Tiles ([`Tile`]): 32 x 32 with 128 threads for D ≤ 64; for
-//! wider heads four staged f32 tiles of 32 rows do not fit NVIDIA's 48 KiB of workgroup memory,
-//! so 16 x 16 for D ≤ 128 and 8 x 8 for D ≤ 256 (64 threads), or smaller where workgroup memory
-//! is smaller (lavapipe's 32 KiB, a browser's 16 KiB).
+//! block skipping as in the forward. Tiles ([`Tile`]): 32 x 32 with 128 threads for D ≤ 64, and
+//! for f16/bf16 inputs up to D = 128 with the four staged tiles kept in their 16 bits (42240
+//! bytes at D = 128); for wider heads (and f32 above D = 64) four staged f32 tiles of 32 rows do
+//! not fit NVIDIA's 48 KiB of workgroup memory, so 16 x 16 for D ≤ 128 and 8 x 8 for D ≤ 256 (64
+//! threads), or smaller where workgroup memory is smaller (lavapipe's 32 KiB, a browser's 16
+//! KiB).
 
 use super::{bind, check_grid, kernel, mask_slot, with_mask, Storage};
 use crate::gpu::AdapterCaps;
@@ -21,10 +23,11 @@ use crate::problem::Problem;
 /// Largest head dimension the kernels hold (64 vec4 per staged row).
 pub const MAX_D: u32 = 256;
 
-/// A tile of the fused backward: its file (tiled_bwd_d<D>[_b<BT>].wgsl), vec4 per staged row and
-/// rows (and keys) per tile. 32 x 32 with 128 threads for D ≤ 64 (tiled_bwd_common.wgsl);
-/// otherwise the small tiles of tiled_bwd_wide.wgsl (BT x D4 / 8 threads). Four staged f32 tiles
-/// of BT rows of D must fit workgroup memory: [`Tile::pick`] takes the largest that fits.
+/// A tile of the fused backward: its file (tiled_bwd_d<D>[_b<BT> | h].wgsl), vec4 per staged row
+/// and rows (and keys) per tile. 32 x 32 with 128 threads for D ≤ 64, and for f16/bf16 to D = 128
+/// staged in 16 bits (`h`; tiled_bwd_common.wgsl); otherwise the small tiles of
+/// tiled_bwd_wide.wgsl (BT x D4 / 8 threads). Four staged tiles of BT rows of D must fit
+/// workgroup memory: [`Tile::pick`] takes the largest that fits.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Tile {
     /// D ≤ 32, 32 x 32.
@@ -33,6 +36,10 @@ pub enum Tile {
     D64,
     /// D ≤ 64, 8 x 8 (small workgroup memory, e.g. a browser's 16 KiB).
     D64B8,
+    /// D ≤ 80, 32 x 32 staged in f16/bf16 (29952 bytes: within lavapipe's 32 KiB).
+    D80H,
+    /// D ≤ 128, 32 x 32 staged in f16/bf16 (42240 bytes).
+    D128H,
     /// D ≤ 128, 16 x 16 (35968 bytes).
     D128B16,
     /// D ≤ 128, 8 x 8.
@@ -44,18 +51,22 @@ pub enum Tile {
 }
 
 impl Tile {
-    /// The tiles for head dimension `d`, largest first.
-    fn candidates(d: u32) -> &'static [Tile] {
-        match d {
-            0..=32 => &[Tile::D32],
-            33..=64 => &[Tile::D64, Tile::D64B8],
-            65..=128 => &[Tile::D128B16, Tile::D128B8],
+    /// The tiles for head dimension `d`, largest first; `half`: the inputs are f16 or bf16, whose
+    /// 32 x 32 tiles above D = 64 stage them in their 16 bits (an f32 input keeps f32).
+    fn candidates(d: u32, half: bool) -> &'static [Tile] {
+        match (d, half) {
+            (0..=32, _) => &[Tile::D32],
+            (33..=64, _) => &[Tile::D64, Tile::D64B8],
+            (65..=80, true) => &[Tile::D80H, Tile::D128H, Tile::D128B16, Tile::D128B8],
+            (81..=128, true) => &[Tile::D128H, Tile::D128B16, Tile::D128B8],
+            (65..=128, false) => &[Tile::D128B16, Tile::D128B8],
             _ => &[Tile::D256B8, Tile::D256B4],
         }
     }
-    /// The largest tile of head dimension `d` whose workgroup storage fits `max_storage` bytes.
-    pub fn pick(d: u32, max_storage: u64) -> Option<Tile> {
-        Tile::candidates(d)
+    /// The largest tile of head dimension `d` (f16/bf16 inputs: `half`) whose workgroup storage
+    /// fits `max_storage` bytes.
+    pub fn pick(d: u32, half: bool, max_storage: u64) -> Option<Tile> {
+        Tile::candidates(d, half)
             .iter()
             .copied()
             .find(|t| t.storage() <= max_storage)
@@ -64,7 +75,8 @@ impl Tile {
     /// [`Tile::pick`]'s; or why none can.
     pub fn for_problem(p: &Problem, caps: &AdapterCaps) -> Result<Tile, String> {
         let max = caps.max_workgroup_storage as u64;
-        let c = Tile::candidates(p.head_dim);
+        let half = p.dtype != crate::problem::DType::F32;
+        let c = Tile::candidates(p.head_dim, half);
         let t = match p.bwd_tile {
             Some(bt) => *c.iter().find(|t| t.bt() == bt as u64).ok_or_else(|| {
                 let have: Vec<String> = c.iter().map(|t| t.bt().to_string()).collect();
@@ -75,7 +87,7 @@ impl Tile {
                     have.join(", ")
                 )
             })?,
-            None => Tile::pick(p.head_dim, max).unwrap_or(c[c.len() - 1]),
+            None => Tile::pick(p.head_dim, half, max).unwrap_or(c[c.len() - 1]),
         };
         if t.storage() > max {
             return Err(format!(
@@ -94,6 +106,8 @@ impl Tile {
         match self {
             Tile::D32 => 8,
             Tile::D64 | Tile::D64B8 => 16,
+            Tile::D80H => 20,
+            Tile::D128H => 32,
             Tile::D128B16 | Tile::D128B8 => 32,
             Tile::D256B8 | Tile::D256B4 => 64,
         }
@@ -101,7 +115,7 @@ impl Tile {
     /// Query rows and keys per tile (`BT`).
     pub fn bt(self) -> u64 {
         match self {
-            Tile::D32 | Tile::D64 => 32,
+            Tile::D32 | Tile::D64 | Tile::D80H | Tile::D128H => 32,
             Tile::D128B16 => 16,
             Tile::D64B8 | Tile::D128B8 | Tile::D256B8 => 8,
             Tile::D256B4 => 4,
@@ -109,7 +123,11 @@ impl Tile {
     }
     /// Whether tiled_bwd_wide.wgsl's kernels take it.
     pub fn wide(self) -> bool {
-        !matches!(self, Tile::D32 | Tile::D64)
+        !matches!(self, Tile::D32 | Tile::D64 | Tile::D80H | Tile::D128H)
+    }
+    /// Whether its staged tiles hold f16/bf16 words (8 bytes a vec4) instead of f32 (16).
+    pub fn half(self) -> bool {
+        matches!(self, Tile::D80H | Tile::D128H)
     }
     /// Threads per workgroup.
     pub fn threads(self) -> u64 {
@@ -120,10 +138,12 @@ impl Tile {
         }
     }
     /// Workgroup storage of the dK/dV kernel (the larger of the two; its header derives it): Q,
-    /// dO, K, V tiles of BT rows x (D4 + 1) vec4 (one of padding), P and dS tiles, L and D.
+    /// dO, K, V tiles of BT rows x (D4 + 1) vec4 (one of padding; 16 bytes each, 8 in 16 bits),
+    /// P and dS tiles, L and D.
     pub fn storage(self) -> u64 {
         let bt = self.bt();
-        4 * bt * (self.d4() + 1) * 16 + 2 * bt * bt * 4 + 2 * bt * 4
+        let vec4 = if self.half() { 8 } else { 16 };
+        4 * bt * (self.d4() + 1) * vec4 + 2 * bt * bt * 4 + 2 * bt * 4
     }
     /// An upper bound of one invocation's loop iterations per walked key (dQ) or query row (dK/dV)
     /// as Mesa's llvmpipe counts them: measured where llvmpipe takes the tile (the 32 x 32 tiles
@@ -285,6 +305,18 @@ fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> 
             "tiled_bwd_kv_out.wgsl",
             "tiled_bwd_d64.wgsl"
         ),
+        (Fused::Kv, Tile::D80H) => k!(
+            "tiled_bwd_kv.wgsl",
+            "tiled_bwd_common.wgsl",
+            "tiled_bwd_kv_out.wgsl",
+            "tiled_bwd_d80h.wgsl"
+        ),
+        (Fused::Kv, Tile::D128H) => k!(
+            "tiled_bwd_kv.wgsl",
+            "tiled_bwd_common.wgsl",
+            "tiled_bwd_kv_out.wgsl",
+            "tiled_bwd_d128h.wgsl"
+        ),
         (Fused::Kv, Tile::D64B8) => k!(
             "tiled_bwd_wide_kv.wgsl",
             "tiled_bwd_wide.wgsl",
@@ -326,6 +358,18 @@ fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> 
             "tiled_bwd_common.wgsl",
             "tiled_bwd_q_out.wgsl",
             "tiled_bwd_d64.wgsl"
+        ),
+        (Fused::Q, Tile::D80H) => k!(
+            "tiled_bwd_q.wgsl",
+            "tiled_bwd_common.wgsl",
+            "tiled_bwd_q_out.wgsl",
+            "tiled_bwd_d80h.wgsl"
+        ),
+        (Fused::Q, Tile::D128H) => k!(
+            "tiled_bwd_q.wgsl",
+            "tiled_bwd_common.wgsl",
+            "tiled_bwd_q_out.wgsl",
+            "tiled_bwd_d128h.wgsl"
         ),
         (Fused::Q, Tile::D64B8) => k!(
             "tiled_bwd_wide_q.wgsl",

@@ -1,0 +1,10 @@
+// tiled_bwd_d128h.wgsl — the fused backward's 32 x 32 tile (tiled_bwd_common.wgsl) for
+// 64 < D <= 128 in f16/bf16, staged in 16 bits: 42240 bytes of workgroup storage for dK/dV.
+const D4: u32 = 32u;  // vec4 slots of a staged row
+const BT: u32 = 32u;  // query rows and keys of a tile
+// Staged in the storage dtype's 16 bits (sv = h4, 8 bytes a vec4: the four tiles of 32 rows fit
+// NVIDIA's 48 KiB where f32 would need 68 KiB), put as loaded and widened when read. f16 and bf16
+// only (the host's choice; bf16 rows start at even elements, D being even).
+alias sv = h4;
+fn to_sv(x: vec4<st>, odd: u32) -> sv { return h4_of(x); }
+fn wide(x: sv) -> vec4<f32> { return h4_wide(x); }
