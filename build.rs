@@ -36,7 +36,7 @@ struct Glsl {
 ///   the A matrices held or not (HOLD) (the mask at binding 9 for bwd_kv, 8 for bwd_q);
 /// - gemm_coop_vk.comp `gemm_coop_vk[_bf16]_{qk,pv}_d{64,128,256}`: `unfused-coop`'s S = Q·Kᵀ
 ///   and O = P·V (bf16 or f16) at three head dimensions (HEAD_D);
-/// - tiled_cm2.comp `tiled_cm2[_bf16]_d{D}_r{BR}_b{BC}[_rr][_lse][_mask][_drop]`: the forward on
+/// - tiled_cm2.comp `tiled_cm2[_bf16]_d{D}_r{BR}_b{BC}_w{WG}[_rr][_lse][_mask][_drop]`: the forward on
 ///   VK_NV_cooperative_matrix2 (src/kernels/tiled_coop_vk_shapes.rs, CM2_DEVICE), device only;
 /// - tiled_cm2_bwd.comp `tiled_cm2_bwd[_bf16]_d{D}_q{BQ}_k{BK}_{kv,q}[_mask][_drop]`: its backward
 ///   passes (CM2_BWD_DEVICE), device only;
@@ -155,6 +155,7 @@ fn modules() -> Vec<Glsl> {
                                 ("HEAD_D", shape.d.to_string()),
                                 ("BR", shape.br.to_string()),
                                 ("BC", shape.bc.to_string()),
+                                ("WG_SIZE", shape.wg.to_string()),
                                 ("ROWSUM_MMA", (shape.rowsum_mma as u8).to_string()),
                                 ("LSE", (lse as u8).to_string()),
                                 ("MASK", (mask as u8).to_string()),

@@ -78,9 +78,10 @@ fn scores(head: u32, i0: u32, j0: u32, t: u32, n: u32, d: u32) -> Tile {
 // barrier that frees the tiles. Slot m of thread t is vec4 w = t + 128 m of the tile: row w / D4,
 // vec4 w % D4 (at most 8 slots: 32 rows x 32 vec4 / 128 threads; slots past BT x D4 are never
 // loaded or put). The slots hold the storage dtype's raw words (tiled_bwd_lib.wgsl, `row4_raw`),
-// converted only when put (`to_sv`, the tile file's): a widening right after the load would wait
-// for the load there, and the prefetch would hide nothing (it made f32 1.49x faster and f16 1 %,
-// results/EXPERIMENTS.md v20-bwd-ab). `odd` keeps, per slot m (bit m), whether its row starts
+// converted only when put (`to_sv`, the tile file's): a widening right after the load waits for
+// the load there, and the prefetch hides nothing (it made f32 1.49x faster and f16 1 %,
+// results/EXPERIMENTS.md v20-bwd-ab; raw words made bf16 at D = 64 1.54x faster on the H100, f16
+// 1 %, v44-bwd). `odd` keeps, per slot m (bit m), whether its row starts
 // at an odd element (two elements a u32 word: PACK = 2); A and B of a slot share the row.
 // Named registers, not arrays, as for Tile.
 struct Share {

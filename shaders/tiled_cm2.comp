@@ -9,8 +9,9 @@
 //     per-element functions (coopMatPerElementNV), P becomes the A operand of P·V by conversion;
 //   - O is stored through a tensor layout bounded by N (rows past it are not written).
 // No element layout is assumed, so the layout probe does not gate it. f16 or bf16 (BF16 = 1)
-// storage, f32 accumulators, HEAD_D = 64, 128 or 256, BR query rows a workgroup of WG_SIZE (128)
-// invocations, BC keys a block (build.rs: src/kernels/tiled_coop_vk_shapes.rs, CM2_DEVICE).
+// storage, f32 accumulators, HEAD_D = 64, 128 or 256, BR query rows a workgroup of WG_SIZE
+// invocations (128 or 256), BC keys a block (build.rs: src/kernels/tiled_coop_vk_shapes.rs,
+// CM2_DEVICE).
 //
 // Defined by build.rs: BF16, HEAD_D, BR, BC, ROWSUM_MMA (1: the row sums as P times a block of
 // ones on the matrix units, as llama.cpp's flash_attn_cm2.comp takes them; 0: a row reduction of

@@ -341,7 +341,7 @@ fn the_cm2_forward_plans_only_on_a_device_opened_with_the_extension() {
     let plan = variants::plan("tiled-coop-cm2", &p, &c).unwrap();
     assert_eq!(plan.dispatches.len(), 1);
     let d = &plan.dispatches[0];
-    assert_eq!(d.shader.tag, "tiled_cm2_d64_r64_b64");
+    assert_eq!(d.shader.tag, "tiled_cm2_d64_r64_b64_w128");
     assert!(d.shader.is_spirv() && d.shader.on_matrix_units());
     let names: Vec<&str> = d.bindings.iter().map(|b| b.buffer.as_str()).collect();
     assert_eq!(names, ["Q", "K", "V", "O"]);
@@ -365,7 +365,7 @@ fn the_cm2_forward_plans_only_on_a_device_opened_with_the_extension() {
     let plan = variants::plan("tiled-coop-cm2", &t, &c).unwrap();
     let tags: Vec<&str> = plan.dispatches.iter().map(|d| d.shader.tag).collect();
     assert!(
-        tags[0] == "tiled_cm2_d64_r64_b64_lse"
+        tags[0] == "tiled_cm2_d64_r64_b64_w128_lse"
             && tags
                 .iter()
                 .any(|t| t.starts_with("tiled_coop_vk_bwd_d64") && t.ends_with("_kv"))
@@ -376,8 +376,8 @@ fn the_cm2_forward_plans_only_on_a_device_opened_with_the_extension() {
     );
     // Every head dimension it is built for, its key block in the name; others refused.
     for (dim, tag) in [
-        (128, "tiled_cm2_d128_r64_b64"),
-        (256, "tiled_cm2_d256_r64_b32"),
+        (128, "tiled_cm2_d128_r64_b64_w256"),
+        (256, "tiled_cm2_d256_r64_b32_w256"),
     ] {
         let mut q = problem();
         q.head_dim = dim;
@@ -393,7 +393,10 @@ fn the_cm2_forward_plans_only_on_a_device_opened_with_the_extension() {
     assert!(cm2_refusal(&q, &c).contains("VK_KHR_shader_bfloat16"));
     c.bf16_matrix = Bf16Matrix::On;
     let plan = variants::plan("tiled-coop-cm2", &q, &c).unwrap();
-    assert_eq!(plan.dispatches[0].shader.tag, "tiled_cm2_bf16_d64_r64_b64");
+    assert_eq!(
+        plan.dispatches[0].shader.tag,
+        "tiled_cm2_bf16_d64_r64_b64_w128"
+    );
     q.dtype = DType::F32;
     assert!(cm2_refusal(&q, &c).contains("f32"));
 }

@@ -145,7 +145,7 @@ pub fn layout_probe_module(bf16: bool) -> String {
 }
 
 /// One build of the forward on VK_NV_cooperative_matrix2 (shaders/tiled_cm2.comp) at one head
-/// dimension: BR query rows a workgroup of 128 invocations, BC keys a block, and how the row sums
+/// dimension: BR query rows a workgroup of WG invocations, BC keys a block, and how the row sums
 /// are taken (ROWSUM_MMA: P times a block of ones on the matrix units, else a row reduction).
 /// Workgroup-scope matrices: the driver stages and holds them, so no storage is counted here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +153,7 @@ pub struct Cm2Shape {
     pub d: u32,
     pub br: u32,
     pub bc: u32,
+    pub wg: u32,
     pub rowsum_mma: bool,
 }
 
@@ -160,11 +161,12 @@ impl Cm2Shape {
     /// The module's name: bf16 or f16 storage, training (`_lse`), mask and dropout options.
     pub fn module(&self, bf16: bool, lse: bool, options: &str) -> String {
         format!(
-            "tiled_cm2{}_d{}_r{}_b{}{}{}{options}",
+            "tiled_cm2{}_d{}_r{}_b{}_w{}{}{}{options}",
             dtype_tag(bf16),
             self.d,
             self.br,
             self.bc,
+            self.wg,
             if self.rowsum_mma { "" } else { "_rr" },
             if lse { "_lse" } else { "" }
         )
@@ -172,11 +174,14 @@ impl Cm2Shape {
 }
 
 /// The device builds on VK_NV_cooperative_matrix2 (no emulated twin: lavapipe has no such
-/// matrices; the builds are checked by spirv-val in the tests and run on the GPU only).
+/// matrices; the builds are checked by spirv-val in the tests and run on the GPU only). Measured
+/// on the H100 at B8 H16 N1024 causal f16 (results/EXPERIMENTS.md, v44-cm2): 256 invocations at
+/// D = 128 (501.8 µs against 603.2 with 128) and D = 256 (1146.3 against 1764.2), 128 at D = 64
+/// (301.7 against 372.6); BR = 128 and row sums by reduction lost at each D.
 pub const CM2_DEVICE: [Cm2Shape; 3] = [
-    Cm2Shape { d: 64, br: 64, bc: 64, rowsum_mma: true },
-    Cm2Shape { d: 128, br: 64, bc: 64, rowsum_mma: true },
-    Cm2Shape { d: 256, br: 64, bc: 32, rowsum_mma: true },
+    Cm2Shape { d: 64, br: 64, bc: 64, wg: 128, rowsum_mma: true },
+    Cm2Shape { d: 128, br: 64, bc: 64, wg: 256, rowsum_mma: true },
+    Cm2Shape { d: 256, br: 64, bc: 32, wg: 256, rowsum_mma: true },
 ];
 
 /// One build of the backward passes on VK_NV_cooperative_matrix2 (shaders/tiled_cm2_bwd.comp) at
