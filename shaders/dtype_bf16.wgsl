@@ -15,13 +15,11 @@ fn bf16_bits(x: f32) -> u32 {
     return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
 }
 fn pack(a: f32, b: f32) -> st { return bf16_bits(a) | (bf16_bits(b) << 16u); }
-// 16-byte words (see dtype_f32.wgsl): 8 bf16 patterns, two per u32, element 2k in the low half.
 // h4 (see dtype_f32.wgsl): 2 words of 2 patterns (slots 0 and 1 hold the same word, as 2 and 3).
 alias h4 = vec2<u32>;
 fn h4_of(x: vec4<st>) -> h4 { return vec2<u32>(x[0], x[2]); }
-fn h4_wide(x: h4) -> vec4<f32> {
-    return bitcast<vec4<f32>>(vec4<u32>(x.x << 16u, x.x & 0xffff0000u, x.y << 16u, x.y & 0xffff0000u));
-}
+fn h4_wide(x: h4) -> vec4<f32> { return word4(vec4<u32>(x, 0u, 0u), 0u); }
+// 16-byte words (see dtype_f32.wgsl): 8 bf16 patterns, two per u32, element 2k in the low half.
 const EPW: u32 = 8u;
 fn word4(w: vec4<u32>, h: u32) -> vec4<f32> {
     let a = w[2u * h];

@@ -81,15 +81,14 @@ fn scores(head: u32, i0: u32, j0: u32, t: u32, n: u32, d: u32) -> Tile {
 // converted only when put (`to_sv`, the tile file's): a widening right after the load waits for
 // the load there, and the prefetch hides nothing (it made f32 1.49x faster and f16 1 %,
 // results/EXPERIMENTS.md v20-bwd-ab; raw words made bf16 at D = 64 1.54x faster on the H100, f16
-// 1 %, v44-bwd). `odd` keeps, per slot m (bit m), whether its row starts
-// at an odd element (two elements a u32 word: PACK = 2); A and B of a slot share the row.
+// 1 %, v44-bwd). Where two elements share a u32 word (PACK = 2: bf16) every row starts at an even
+// element: D is even there (the host refuses odd D for bf16, src/kernels/tiled_bwd.rs `check`).
 // Named registers, not arrays, as for Tile.
 struct Share {
     a0: vec4<st>, a1: vec4<st>, a2: vec4<st>, a3: vec4<st>,
     a4: vec4<st>, a5: vec4<st>, a6: vec4<st>, a7: vec4<st>,
     b0: vec4<st>, b1: vec4<st>, b2: vec4<st>, b3: vec4<st>,
     b4: vec4<st>, b5: vec4<st>, b6: vec4<st>, b7: vec4<st>,
-    odd: u32,
 }
 
 // Q and dO (rows = true) or K and V (rows = false) of rows r0 .. r0+31 of query head `head`
@@ -117,13 +116,6 @@ fn fetch(rows: bool, head: u32, r0: u32, t: u32, nq: u32, d: u32) -> Share {
         x.a7 = fetch1(rows, false, base, r0, t + 896u, n, d);
         x.b7 = fetch1(rows, true, base, r0, t + 896u, n, d);
     }
-    x.odd = 0u;
-    if (PACK == 2u) {
-        for (var m = 0u; m < 8u; m++) {
-            let w = t + 128u * m;
-            x.odd |= ((base + (r0 + w / D4) * d) & 1u) << m;
-        }
-    }
     return x;
 }
 
@@ -137,29 +129,29 @@ fn fetch1(rows: bool, second: bool, base: u32, r0: u32, w: u32, n: u32, d: u32) 
 }
 
 fn put_share(rows: bool, t: u32, x: Share) {
-    put1(rows, t, x.a0, x.b0, x.odd);
-    put1(rows, t + 128u, x.a1, x.b1, x.odd >> 1u);
-    put1(rows, t + 256u, x.a2, x.b2, x.odd >> 2u);
-    put1(rows, t + 384u, x.a3, x.b3, x.odd >> 3u);
+    put1(rows, t, x.a0, x.b0);
+    put1(rows, t + 128u, x.a1, x.b1);
+    put1(rows, t + 256u, x.a2, x.b2);
+    put1(rows, t + 384u, x.a3, x.b3);
     if (BT * D4 > 512u) {
-        put1(rows, t + 512u, x.a4, x.b4, x.odd >> 4u);
-        put1(rows, t + 640u, x.a5, x.b5, x.odd >> 5u);
-        put1(rows, t + 768u, x.a6, x.b6, x.odd >> 6u);
-        put1(rows, t + 896u, x.a7, x.b7, x.odd >> 7u);
+        put1(rows, t + 512u, x.a4, x.b4);
+        put1(rows, t + 640u, x.a5, x.b5);
+        put1(rows, t + 768u, x.a6, x.b6);
+        put1(rows, t + 896u, x.a7, x.b7);
     }
 }
 
-// Slot w's raw words into the staged tiles (bit 0 of `odd`: its row starts at an odd element).
-fn put1(rows: bool, w: u32, a: vec4<st>, b: vec4<st>, odd: u32) {
+// Slot w's raw words into the staged tiles.
+fn put1(rows: bool, w: u32, a: vec4<st>, b: vec4<st>) {
     if (w >= BT * D4) {
         return;
     }
     let at = (w / D4) * RS + w % D4;
     if (rows) {
-        qs[at] = to_sv(a, odd & 1u);
-        gs[at] = to_sv(b, odd & 1u);
+        qs[at] = to_sv(a);
+        gs[at] = to_sv(b);
     } else {
-        ks[at] = to_sv(a, odd & 1u);
-        vs[at] = to_sv(b, odd & 1u);
+        ks[at] = to_sv(a);
+        vs[at] = to_sv(b);
     }
 }

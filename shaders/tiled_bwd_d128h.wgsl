@@ -6,5 +6,5 @@ const BT: u32 = 32u;  // query rows and keys of a tile
 // NVIDIA's 48 KiB where f32 would need 68 KiB), put as loaded and widened when read. f16 and bf16
 // only (the host's choice; bf16 rows start at even elements, D being even).
 alias sv = h4;
-fn to_sv(x: vec4<st>, odd: u32) -> sv { return h4_of(x); }
+fn to_sv(x: vec4<st>) -> sv { return h4_of(x); }
 fn wide(x: sv) -> vec4<f32> { return h4_wide(x); }

@@ -1,7 +1,8 @@
 // tiled_bwd_d64.wgsl — the fused backward's 32 x 32 tile (tiled_bwd_common.wgsl) for 32 < D <= 64.
 const D4: u32 = 16u;  // vec4 slots of a staged row
 const BT: u32 = 32u;  // query rows and keys of a tile
-// Staged as f32 (sv): widened when put, read as they are.
+// Staged as f32 (sv): widened when put (rows start at even elements, tiled_bwd_common.wgsl), read
+// as they are.
 alias sv = vec4<f32>;
-fn to_sv(x: vec4<st>, odd: u32) -> sv { return widen4(x, odd); }
+fn to_sv(x: vec4<st>) -> sv { return widen4(x, 0u); }
 fn wide(x: sv) -> vec4<f32> { return x; }

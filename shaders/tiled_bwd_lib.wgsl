@@ -28,29 +28,16 @@ fn head_dim() -> u32 {
     return select(params.head_dim, HD, HD != 0u);
 }
 
-// Row i of a [N, D] tensor in the storage dtype as vec4 c4 (0 past N or D): Q (which = 0), K (1),
-// V (2) or dO (3). (WGSL passes no storage pointers to functions, hence the switch.)
+// Row i of a [N, D] tensor in the storage dtype as vec4 c4 (0 past N or D), widened at once: Q
+// (which = 0), K (1), V (2) or dO (3).
 fn row4(which: u32, base: u32, i: u32, c4: u32, n: u32, d: u32) -> vec4<f32> {
-    var x = vec4<f32>(0.0);
-    if (i < n) {
-        for (var c = 0u; c < 4u; c++) {
-            if (4u * c4 + c < d) {
-                let e = base + i * d + 4u * c4 + c;
-                switch (which) {
-                    case 0u: { x[c] = load(q[e / PACK], e); }
-                    case 1u: { x[c] = load(k[e / PACK], e); }
-                    case 2u: { x[c] = load(v[e / PACK], e); }
-                    default: { x[c] = load(g[e / PACK], e); }
-                }
-            }
-        }
-    }
-    return x;
+    return widen4(row4_raw(which, base, i, c4, n, d), (base + i * d) & 1u);
 }
 
 // row4 as raw storage words, widened later by widen4 (the register prefetch keeps them so):
 // slot c holds the word of element e0 + c (e0 = the first), 0 past N or D (0.0 in every dtype).
-// With two elements a word (PACK = 2) a word can appear twice; the compiler loads it once.
+// With two elements a word (PACK = 2) a word can appear twice; the compiler loads it once. (WGSL
+// passes no storage pointers to functions, hence the switch.)
 fn row4_raw(which: u32, base: u32, i: u32, c4: u32, n: u32, d: u32) -> vec4<st> {
     var x = vec4<st>();
     if (i < n) {

@@ -294,8 +294,9 @@ pub struct TileArgs {
     #[arg(long = "override", value_name = "NAME=VALUE")]
     pub overrides: Vec<String>,
     /// Force the rows (and keys) per tile of `tiled`'s fused backward (`--backward`): 32 (D <= 64;
-    /// f16/bf16: D <= 128), 16 (64 < D <= 128), 8 (D <= 256) or 4 (128 < D <= 256). Default: the largest that fits the
-    /// adapter's workgroup memory; one this D has not, or that does not fit, is refused (exit 4).
+    /// f16/bf16: D <= 128), 16 (64 < D <= 128), 8 (D <= 256) or 4 (128 < D <= 256). Default: the
+    /// largest that fits the adapter's workgroup memory; one this D has not, or that does not
+    /// fit, is refused (exit 4).
     #[arg(long, value_name = "ROWS", value_parser = parse_bwd_tile)]
     pub bwd_tile: Option<u32>,
 }

@@ -184,6 +184,14 @@ pub fn check(p: &Problem, caps: &AdapterCaps) -> Result<(), String> {
             p.head_dim
         ));
     }
+    // Two bf16 elements a u32 word: the prefetch and the staging take every row to start at an
+    // even element (shaders/tiled_bwd_common.wgsl).
+    if p.dtype == crate::problem::DType::BF16 && p.head_dim % 2 == 1 {
+        return Err(format!(
+            "the fused backward reads bf16 rows as u32 pairs, so D must be even (D={})",
+            p.head_dim
+        ));
+    }
     Tile::for_problem(p, caps).map(|_| ())
 }
 
