@@ -412,6 +412,17 @@ fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> 
     }
 }
 
+/// How the fused passes bind Q, K, V, dO and the gradients: f16 with an even D as u32 words of two
+/// halves (dtype_f16x2.wgsl), as bf16 is bound, rather than as WGSL f16 elements: on the H100 the
+/// same kernels ran bf16's words 1.54x faster than f16's halves at D = 64 and 1.65x at D = 128
+/// (results/EXPERIMENTS.md, v44-bwd).
+fn storage(p: &Problem) -> Storage {
+    match p.dtype {
+        crate::problem::DType::F16 if p.head_dim % 2 == 0 => Storage::F16x2,
+        d => Storage::of(d),
+    }
+}
+
 fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, String> {
     let n = p.seq as u64;
     let d = p.head_dim as u64;
@@ -420,7 +431,7 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
     let tile = Tile::for_problem(p, caps)?;
     let bt = tile.bt();
     let (tiles, pairs) = visited(p, bt);
-    let st = Storage::of(p.dtype);
+    let st = storage(p);
     let drop = p.dropout().is_some();
     let mask = if p.mask.bias.is_some() {
         bh * pairs * 4
