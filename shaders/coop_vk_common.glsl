@@ -25,13 +25,14 @@
 // element ELEM_MAT): f16, or with BF16 = 1 bf16 (GL_EXT_bfloat16 on the device; the emulated build
 // carries bf16 bits in f16 containers, coopmat_emu.glsl). TO_A(x): an f32 as an A-operand element,
 // rounded to the storage dtype (FlashAttention's single P); TO_ELEM2(a, b): two f32 as a stored
-// pair.
+// pair; TO_ELEM4(x): a vec4 as a stored 4-vector.
 #if BF16 && !EMULATE_COOPMAT
 #define ELEM bfloat16_t
 #define ELEM2 bf16vec2
 #define ELEM4 bf16vec4
 #define TO_A(x) bfloat16_t(x)
 #define TO_ELEM2(a, b) bf16vec2(vec2(a, b))
+#define TO_ELEM4(x) bf16vec4(x)
 #else
 #define ELEM float16_t
 #define ELEM2 f16vec2
@@ -39,9 +40,11 @@
 #if BF16
 #define TO_A(x) emu_bf16(x)
 #define TO_ELEM2(a, b) emu_bf16_pair(a, b)
+#define TO_ELEM4(v_) f16vec4(emu_bf16_pair((v_).x, (v_).y), emu_bf16_pair((v_).z, (v_).w))
 #else
 #define TO_A(x) float16_t(x)
 #define TO_ELEM2(a, b) f16vec2(a, b)
+#define TO_ELEM4(x) f16vec4(x)
 #endif
 #endif
 

@@ -14,7 +14,7 @@
 //   the device's own subgroup size (lavapipe: 8).
 // - coopMatLoad reads each element from its coordinates (row- or column-major, element offset and
 //   stride in units of the array's elements as GL_KHR_cooperative_matrix counts them, scalar or
-//   4-vector arrays).
+//   4-vector arrays); coopMatStore writes an accumulator row-major into a scalar array.
 // - coopMatMulAdd and the lane shuffles exchange through workgroup memory between workgroup
 //   barriers (products of f16 exact in f32, sums in f32 in k order: as a matrix unit computes
 //   them up to the order of the sums). A barrier must be reached by the whole workgroup, so every
@@ -101,6 +101,15 @@ float16_t emu_comp(f16vec4 x, uint j) { return x[j]; }
         const uint x_ = COLMAJOR ? (uint(E) + rc_.y * uint(S)) * w_ + rc_.x             \
                                  : (uint(E) + rc_.x * uint(S)) * w_ + rc_.y;            \
         M[i_] = emu_comp(A[x_ / w_], x_ % w_);                                          \
+    }
+
+// coopMatStore(M, array, element, stride, layout): row-major into a scalar array, element (r, c)
+// at element + r * stride + c (the only store the kernels make: gemm_coop_vk.comp's scores).
+#define coopMatStore(M, A, E, S, L) emu_store_##L(M, A, E, S)
+#define emu_store_gl_CooperativeMatrixLayoutRowMajor(M, A, E, S)                        \
+    [[dont_unroll]] for (uint i_ = 0u; i_ < 8u; i_++) {                                 \
+        const uvec2 rc_ = emu_rc_of(M[0], i_);                                          \
+        A[uint(E) + rc_.x * uint(S) + rc_.y] = M[i_];                                   \
     }
 
 shared float emu_a[4 * 256];

@@ -6,17 +6,22 @@
 // for either dtype and for either product (QK):
 //   QK = 1:  S[z, i, j] = sum_d Q[h, i, d] K[kvh, j, d]   (f32 scores, as qk.wgsl writes them)
 //   QK = 0:  O[h, i, c] = sum_j P[z, i, j] V[kvh, j, c]   (P f32, rounded to the storage dtype as
-//            it is loaded: FlashAttention's single P; O in the storage dtype)
+//            it is staged: FlashAttention's single P; O in the storage dtype)
 // where h = head_offset + z is the global head of chunk slot z and kvh its K/V head.
 //
 // A workgroup of 128 invocations (four 32-wide subgroups) owns 64 rows; subgroup s owns rows
-// 16s .. 16s + 15 and, in QK, 64 keys (4 accumulator tiles, Q read once per 16 columns of D), in
-// PV all D columns (D / 16 accumulators, each V tile loaded once per 16 keys). Operands come
-// straight from device memory: Q, K and V by coopMatLoad (the host pads them by 64 rows past the
-// last head; rows past N or M of other heads are read and never stored), P element by element
-// into the A operand by the coordinates of the assumed layout (coop_layout.glsl, checked by the
-// device's probe: 0 past N or M). Results are stored element by element, two columns at a time,
-// skipping rows past N and columns past M: no workgroup memory and no barrier but the emulation's.
+// 16s .. 16s + 15.
+// - QK: a workgroup owns 64 keys too; a subgroup's 4 accumulator tiles take Q (read once per 16
+//   columns of D) and K straight from device memory by coopMatLoad (the host pads Q, K and V by 64
+//   rows past the last head; rows past N or M of other heads are read and never stored). The
+//   scores leave through workgroup memory: each subgroup stores its 16 x 64 tile there
+//   (coopMatStore, no layout assumed) and writes it back as whole rows of 16-byte words, so that
+//   every store instruction fills 256-byte runs of S (where M % 4 = 0; else word by word).
+// - PV: the workgroup walks the keys 32 at a time: it stages P's 64 x 32 block (read as 16-byte
+//   words, rounded to the storage dtype, 0 past N or M) and V's 32 x D block (0 past M) in
+//   workgroup memory, and each subgroup multiplies its 16 rows by all of V's columns (D / 16
+//   accumulators).
+// Two barriers per staged block (and the emulation's own).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
@@ -29,24 +34,38 @@ layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
 #if QK
 layout(set = 0, binding = 1, std430) readonly buffer QBuf { ELEM q[]; };
 layout(set = 0, binding = 2, std430) readonly buffer KBuf { ELEM k[]; };
-layout(set = 0, binding = 3, std430) buffer SBuf { float s[]; };
+layout(set = 0, binding = 3, std430) buffer SBuf { vec4 s4[]; };
 #else
-layout(set = 0, binding = 1, std430) readonly buffer PBuf { float pm[]; };
-layout(set = 0, binding = 2, std430) readonly buffer VBuf { ELEM v[]; };
+layout(set = 0, binding = 1, std430) readonly buffer PBuf { vec4 p4[]; };
+layout(set = 0, binding = 2, std430) readonly buffer VBuf { ELEM4 v4[]; };
 layout(set = 0, binding = 3, std430) buffer OBuf { ELEM2 o2[]; };
 #endif
 
 const uint BR = 64;  // rows a workgroup
 const uint D16 = D / 16;
 
+#if QK
+// Each subgroup's 16 x 64 f32 tile of S, rows SP floats apart (16-byte aligned, 4 floats of
+// padding).
+const uint SP = 64 + 4;
+shared float sh_s[4 * 16 * SP];
+#else
+const uint BK = 32;                // keys a staged block
+const uint PP4 = BK / 4 + 2;       // P's staged row pitch in 4-vectors (BK + 8 halves)
+shared ELEM4 sh_p[BR * PP4];  // [row][key / 4]
+shared ELEM4 sh_v[BK * KP4];  // [key][column / 4], KP4 = D / 4 + 2 (coop_vk_common.glsl)
+#endif
+
 void main() {
     const uint sg = SUBGROUP;
+    const uint t = gl_LocalInvocationIndex;
     const uint n = params.seq;
     const uint m = params.kv_seq;
     const uint z = gl_WorkGroupID.z;
     const uint head = params.head_offset + z;
     const uint kvh = head / params.kv_group;
-    const uint r0 = gl_WorkGroupID.y * BR + 16u * sg;  // this subgroup's first row
+    const uint wr0 = gl_WorkGroupID.y * BR;  // the workgroup's first row
+    const uint r0 = wr0 + 16u * sg;          // this subgroup's first row
 #if QK
     const uint j0 = gl_WorkGroupID.x * 64u;  // the workgroup's first key
     ACC acc[4];
@@ -63,16 +82,31 @@ void main() {
             acc[nt] = coopMatMulAdd(qa, kb, acc[nt]);
         }
     }
-    const uint sb = z * n * m;
+    const uint at = sg * 16u * SP;
     [[unroll]] for (uint nt = 0; nt < 4; nt++) {
-        [[unroll]] for (uint i = 0; i < 8; i += 2) {
-            const uint row = r0 + frag_row(i);
-            const uint col = j0 + 16u * nt + frag_col(i);
-            if (row < n && col < m) {
-                s[sb + row * m + col] = acc[nt][i];
-            }
-            if (row < n && col + 1u < m) {
-                s[sb + row * m + col + 1u] = acc[nt][i + 1u];
+        coopMatStore(acc[nt], sh_s, at + 16u * nt, SP, gl_CooperativeMatrixLayoutRowMajor);
+    }
+    barrier();
+    // This subgroup's 16 rows x 16 words: lanes 0..15 one row, 16..31 the next, 8 times.
+    const uint sb = z * n * m;
+    [[unroll]] for (uint it = 0; it < 8; it++) {
+        const uint w = LANE + 32u * it;
+        const uint r = w / 16u;
+        const uint c4 = w % 16u;
+        const uint row = r0 + r;
+        const uint col = j0 + 4u * c4;
+        const uint x = at + r * SP + 4u * c4;
+        const vec4 val = vec4(sh_s[x], sh_s[x + 1u], sh_s[x + 2u], sh_s[x + 3u]);
+        if (row < n && col < m) {
+            const uint e = sb + row * m + col;
+            if ((m & 3u) == 0u) {
+                s4[e / 4u] = val;
+            } else {
+                [[unroll]] for (uint c = 0; c < 4; c++) {
+                    if (col + c < m) {
+                        s4[(e + c) / 4u][(e + c) % 4u] = val[c];
+                    }
+                }
             }
         }
     }
@@ -82,19 +116,46 @@ void main() {
         acc[c] = ACC_ZERO;
     }
     const uint pb = z * n * m;
-    for (uint j0 = 0; j0 < m; j0 += 16u) {
-        // P's 16 x 16 tile (rows r0 .., keys j0 ..) into the A operand, element by element.
-        MATA pa;
-        [[unroll]] for (uint i = 0; i < 8; i++) {
-            const uvec2 rc = a_rc(i);
-            const uint row = r0 + rc.x;
-            const uint col = j0 + rc.y;
-            pa[i] = TO_A(row < n && col < m ? pm[pb + row * m + col] : 0.0);
+    for (uint j0 = 0; j0 < m; j0 += BK) {
+        barrier();  // the previous block's readers are done
+        // P: 64 rows x 8 words, 4 a thread (0 past N or M), rounded to the storage dtype.
+        [[unroll]] for (uint it = 0; it < 4; it++) {
+            const uint w = t + 128u * it;
+            const uint r = w / 8u;
+            const uint c4 = w % 8u;
+            const uint row = wr0 + r;
+            const uint col = j0 + 4u * c4;
+            vec4 x = vec4(0.0);
+            if (row < n && col < m) {
+                const uint e = pb + row * m + col;
+                if ((m & 3u) == 0u) {
+                    x = p4[e / 4u];
+                } else {
+                    [[unroll]] for (uint c = 0; c < 4; c++) {
+                        if (col + c < m) {
+                            x[c] = p4[(e + c) / 4u][(e + c) % 4u];
+                        }
+                    }
+                }
+            }
+            sh_p[r * PP4 + c4] = TO_ELEM4(x);
         }
-        [[unroll]] for (uint c = 0; c < D16; c++) {
-            MATB vb;
-            coopMatLoad(vb, v, (kvh * m + j0) * D + 16u * c, D, gl_CooperativeMatrixLayoutRowMajor);
-            acc[c] = coopMatMulAdd(pa, vb, acc[c]);
+        // V: 32 keys x D / 4 words (0 past M).
+        [[unroll]] for (uint it = 0; it < BK * D4 / 128u; it++) {
+            const uint w = t + 128u * it;
+            const uint key = j0 + w / D4;
+            sh_v[(w / D4) * KP4 + w % D4] =
+                key < m ? v4[(kvh * m + key) * D4 + w % D4] : TO_ELEM4(vec4(0.0));
+        }
+        barrier();
+        [[unroll]] for (uint kk = 0; kk < BK / 16u; kk++) {
+            MATA pa;
+            coopMatLoad(pa, sh_p, (16u * sg) * PP4 + 4u * kk, PP4, gl_CooperativeMatrixLayoutRowMajor);
+            [[unroll]] for (uint c = 0; c < D16; c++) {
+                MATB vb;
+                coopMatLoad(vb, sh_v, (16u * kk) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutRowMajor);
+                acc[c] = coopMatMulAdd(pa, vb, acc[c]);
+            }
         }
     }
     [[unroll]] for (uint c = 0; c < D16; c++) {

@@ -126,8 +126,11 @@ fn emulated_passes_on(p: &Problem, x: &Inputs) {
 #[test]
 fn the_products_pass_on_emulated_matrices_at_every_head_dim() {
     for d in gemm_coop_vk::HEAD_DIMS {
+        // M % 4 = 2 and 1: S and P word by word.
         emulated_passes(&f16(2, 70, d, true));
         emulated_passes(&f16(1, 33, d, false));
+        // M % 4 = 0: S written and P read as 16-byte words; a partial row tile and key block.
+        emulated_passes(&f16(1, 100, d, true));
     }
 }
 
@@ -143,6 +146,10 @@ fn the_bf16_products_pass_on_emulated_matrices() {
         assert_eq!(qk.shader.tag, format!("gemm_coop_vk_bf16_qk_d{d}_emu"));
         emulated_passes(&p);
     }
+    // M % 4 = 0: S written and P read as 16-byte words, P rounded to bf16 as it is staged.
+    let mut p = f16(1, 100, 128, true);
+    p.dtype = DType::BF16;
+    emulated_passes(&p);
     let mut p = f16(4, 24, 64, false);
     p.dtype = DType::BF16;
     p.kv_seq = 90;

@@ -6,8 +6,8 @@
 //!
 //! | dispatch | what                                                                   |
 //! |----------|------------------------------------------------------------------------|
-//! | `qk`     | S (f32) = Q·Kᵀ: a workgroup per 64 rows x 64 keys, f16 products, f32 sums |
-//! | `pv`     | O (f16) = P·V: a workgroup per 64 rows, P rounded to f16 as it is loaded |
+//! | `qk`     | S (f32) = Q·Kᵀ: a workgroup per 64 rows x 64 keys, f16 or bf16 products, f32 sums; S leaves through workgroup memory as whole rows of 16-byte words |
+//! | `pv`     | O = P·V: a workgroup per 64 rows; blocks of 32 keys of P (rounded to the storage dtype) and V staged in workgroup memory |
 //!
 //! They take the places of qk.wgsl and pv.wgsl in `unfused-inplace`'s plan: the same five
 //! dispatches, the N x N scores in f32 between them.
@@ -37,6 +37,19 @@ pub fn padded(bytes: u64, p: &Problem) -> u64 {
     bytes + PAD_ROWS * p.head_dim as u64 * 2
 }
 
+/// Keys of P and V a `pv` workgroup stages at a time (BK in the shader).
+const PV_BLOCK: u64 = 32;
+
+/// Workgroup storage of product `qk` (else `pv`) at head dimension `d`, the emulation's aside:
+/// `qk` four 16 x (64 + 4) f32 tiles of S; `pv` P's 64 x (32 + 8) and V's 32 x (D + 8) f16 or bf16.
+pub fn storage(qk: bool, d: u64) -> u64 {
+    if qk {
+        4 * 16 * (64 + 4) * 4
+    } else {
+        (TILE * (PV_BLOCK + 8) + PV_BLOCK * (d + 8)) * 2
+    }
+}
+
 /// Why the products cannot run `p` on this adapter in `build`, if they cannot.
 pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String> {
     adapter_check(caps, build)?;
@@ -47,11 +60,12 @@ pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String
             p.head_dim
         ));
     }
-    let need = emulation_bytes(build);
+    let need = emulation_bytes(build)
+        + storage(true, p.head_dim as u64).max(storage(false, p.head_dim as u64));
     if need > caps.max_workgroup_storage as u64 {
         return Err(format!(
-            "the emulated products need {need} bytes of workgroup storage, this adapter allows {}",
-            caps.max_workgroup_storage
+            "the products need {need} bytes of workgroup storage at D = {}, this adapter allows {}",
+            p.head_dim, caps.max_workgroup_storage
         ));
     }
     Ok(())
@@ -65,8 +79,9 @@ fn shader(qk: bool, d: u32, bf16: bool, build: Build) -> Shader {
     )
 }
 
-/// Loop iterations an invocation runs per matrix product and per matrix load (what Mesa's
-/// llvmpipe caps: the emulation's loops, shaders/coopmat_emu.glsl; the device build has none).
+/// Loop iterations an invocation runs per matrix product and per matrix load or store (what
+/// Mesa's llvmpipe caps: the emulation's loops, shaders/coopmat_emu.glsl; the device build has
+/// none).
 fn loops_per(build: Build) -> (u64, u64) {
     match build {
         Build::Device => (0, 0),
@@ -144,8 +159,9 @@ pub fn qk(
         ],
         count * (n + m) * d * 2,
         count * n * m * 4,
-        d / 16 * (1 + load + 4 * (1 + load + mma)) + 4 * 4 + 4,
-        "S = Q·Kᵀ on cooperative matrices (f16 or bf16 products, f32 sums), all N x M scores",
+        d / 16 * (1 + load + 4 * (1 + load + mma)) + 4 * (1 + load) + 8 * 5 + 4,
+        "S = Q·Kᵀ on cooperative matrices (f16 or bf16 products, f32 sums), all N x M scores, \
+         written as rows of 16-byte words",
     ))
 }
 
@@ -173,8 +189,11 @@ pub fn pv(
         ],
         count * n * m * 4 + count * m * d * 2,
         count * n * d * 2,
-        m.div_ceil(16) * (1 + 8 + d16 * (1 + load + mma)) + d16 * (1 + 4) + 1,
-        "O = P·V on cooperative matrices over all M keys (P rounded to the storage dtype as it is \
-         loaded)",
+        m.div_ceil(PV_BLOCK)
+            * (1 + 4 * 5 + PV_BLOCK * d / 4 / 128 + 2 * (1 + load + d16 * (1 + load + mma)))
+            + d16 * (1 + 4)
+            + 1,
+        "O = P·V on cooperative matrices over all M keys (P and V staged in blocks of 32 keys, \
+         P rounded to the storage dtype)",
     ))
 }
