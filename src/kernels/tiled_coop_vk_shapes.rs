@@ -44,7 +44,7 @@ impl ForwardShape {
 pub const FORWARD_DEVICE: [ForwardShape; 3] = [
     ForwardShape { d: 64, bc: 64, prefetch: true, rows: &[1, 2], training: true },
     ForwardShape { d: 128, bc: 32, prefetch: true, rows: &[1], training: true },
-    ForwardShape { d: 256, bc: 32, prefetch: false, rows: &[1], training: true },
+    ForwardShape { d: 256, bc: 16, prefetch: false, rows: &[1], training: true },
 ];
 
 /// The emulated builds (the tests', on lavapipe's 32 KiB beside the emulation's 8704 bytes): the
