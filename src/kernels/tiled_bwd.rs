@@ -418,7 +418,7 @@ fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> 
 /// (results/EXPERIMENTS.md, v44-bwd).
 fn storage(p: &Problem) -> Storage {
     match p.dtype {
-        crate::problem::DType::F16 if p.head_dim % 2 == 0 => Storage::F16x2,
+        crate::problem::DType::F16 if p.head_dim.is_multiple_of(2) => Storage::F16x2,
         d => Storage::of(d),
     }
 }
