@@ -37,10 +37,11 @@ impl ForwardShape {
 
 /// The device builds (NVIDIA's 48 KiB of workgroup memory): D = 64 with blocks of 64 keys
 /// prefetched, also with two row tiles a subgroup (long sequences); D = 128 with blocks of 32
-/// prefetched; D = 256 with blocks of 32 and no prefetch (2 x 64 x 264 f16 = 67584 bytes would not
+/// prefetched; D = 256 with blocks of 16 and no prefetch (2 x 64 x 264 f16 = 67584 bytes would not
 /// fit, and O and Q alone take 192 registers a lane there). Measured on the H100 at B8 H16 N1024
-/// causal f16 (results/EXPERIMENTS.md, v41-coop-vk-wide): D = 128 282.0 µs with blocks of 32
-/// against 388.0 with 64; D = 256 753.9 µs without prefetch against 1190.1 with it.
+/// causal f16 (results/EXPERIMENTS.md, v41-coop-vk-wide, v45-ab): D = 128 282.0 µs with blocks of
+/// 32 against 388.0 with 64; D = 256 753.9 µs without prefetch against 1190.1 with it, and 493.0
+/// with blocks of 16 against 744.8 with 32.
 pub const FORWARD_DEVICE: [ForwardShape; 3] = [
     ForwardShape { d: 64, bc: 64, prefetch: true, rows: &[1, 2], training: true },
     ForwardShape { d: 128, bc: 32, prefetch: true, rows: &[1], training: true },
@@ -48,8 +49,8 @@ pub const FORWARD_DEVICE: [ForwardShape; 3] = [
 ];
 
 /// The emulated builds (the tests', on lavapipe's 32 KiB beside the emulation's 8704 bytes): the
-/// device's shapes, but at D = 256 half its key block (the device's would not fit), which keeps
-/// every loop count but BC's in the test.
+/// device's shapes, kept as a list of their own since lavapipe's storage, not the device's, bounds
+/// them (at D = 256 the device's blocks of 32 did not fit it; its blocks of 16 do).
 pub const FORWARD_EMULATED: [ForwardShape; 3] = [
     ForwardShape { d: 64, bc: 64, prefetch: true, rows: &[1, 2], training: true },
     ForwardShape { d: 128, bc: 32, prefetch: true, rows: &[1], training: true },
