@@ -675,8 +675,8 @@ pub const AUTO_RULE: &str = "the compatible variant with the lowest auto_rank in
     the tensor-core kernels first where it runs (f16, cooperative matrices); then fewest estimated \
     bytes moved first, since attention is memory-bound and the fused kernels never write N x N), \
     except `tiled` in training where its backward takes a tile below 32 x 32 (D > 64 on a 48 KiB \
-    adapter, any D on a smaller one: measured 3.97x slower than unfused-inplace on the H100, f16 \
-    D128, results/EXPERIMENTS.md v41-tiled-bwd-wide), which auto passes over; naming it still \
+    adapter in f32, D > 128 in f16/bf16, any D on a smaller one: measured 2.90x slower than \
+    unfused-inplace on the H100, f32 D128, results/h100 suite of 1abd4ec), which auto passes over; naming it still \
     runs it";
 
 /// Why `auto` passes over a compatible plan, if it does: a training plan whose fused backward
@@ -686,9 +686,9 @@ fn passed_over(plan: &Plan) -> Option<String> {
     let tile = plan.config.iter().find(|(k, _)| k == "BWD_TILE")?.1;
     (tile < 32.0).then(|| {
         format!(
-            "compatible, but its backward takes the small {tile} x {tile} tile, measured 3.97x \
-             slower than unfused-inplace on the H100 (f16 D128: 27291.8 vs 6877.4 µs, \
-             results/EXPERIMENTS.md v41-tiled-bwd-wide); `--variant tiled` runs it"
+            "compatible, but its backward takes the small {tile} x {tile} tile, measured 2.90x \
+             slower than unfused-inplace on the H100 (f32 D128: 20408.4 vs 7037.2 µs, \
+             results/h100's suite of 1abd4ec); `--variant tiled` runs it"
         )
     })
 }
