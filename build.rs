@@ -11,8 +11,8 @@ mod shapes {
     include!("src/kernels/tiled_coop_vk_shapes.rs");
 }
 use shapes::{
-    gemm_module, layout_probe_module, BACKWARD_DEVICE, BACKWARD_EMULATED, CM2_BWD_DEVICE,
-    CM2_DEVICE, FORWARD_DEVICE, FORWARD_EMULATED, GEMM_HEAD_DIMS,
+    gemm_module, layout_probe_module, probe_coop_module, BACKWARD_DEVICE, BACKWARD_EMULATED,
+    CM2_BWD_DEVICE, CM2_DEVICE, FORWARD_DEVICE, FORWARD_EMULATED, GEMM_HEAD_DIMS,
 };
 
 /// A GLSL kernel to compile: source under shaders/, module name (OUT_DIR/name.spv), `#define`s.
@@ -40,7 +40,7 @@ struct Glsl {
 ///   VK_NV_cooperative_matrix2 (src/kernels/tiled_coop_vk_shapes.rs, CM2_DEVICE), device only;
 /// - tiled_cm2_bwd.comp `tiled_cm2_bwd[_bf16]_d{D}_q{BQ}_k{BK}_{kv,q}[_mask][_drop]`: its backward
 ///   passes (CM2_BWD_DEVICE), device only;
-/// - probe_coop.comp `probe_coop`: `probe`'s f16 matrix-unit peak;
+/// - probe_coop.comp `probe_coop[_bf16]`: `probe`'s f16 and bf16 matrix-unit peaks;
 /// - coop_layout_probe.comp `coop_layout_probe`, and on the device `coop_layout_probe_bf16`.
 fn flag(on: bool, name: &'static str) -> &'static str {
     if on {
@@ -136,7 +136,13 @@ fn modules() -> Vec<Glsl> {
                 }
             }
         }
-        all.push(base("probe_coop.comp", "probe_coop".into(), vec![]));
+        for bf16 in [false, true] {
+            all.push(base(
+                "probe_coop.comp",
+                probe_coop_module(bf16),
+                vec![("BF16", (bf16 as u8).to_string())],
+            ));
+        }
         all.push(base(
             "coop_layout_probe.comp",
             layout_probe_module(false),

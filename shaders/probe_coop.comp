@@ -1,6 +1,7 @@
-// probe_coop.comp — the matrix units' own f16 peak for `probe` (src/probe.rs): each 32-wide
-// subgroup of a 128-invocation workgroup runs CHAINS independent chains of 16 x 16 x 16
-// coopMatMulAdd (f16 A and B, f32 accumulators) for params.seq iterations, with nothing read
+// probe_coop.comp — the matrix units' own f16 peak (or with BF16 = 1 their bf16 peak) for `probe`
+// (src/probe.rs): each 32-wide subgroup of a 128-invocation workgroup runs CHAINS independent
+// chains of 16 x 16 x 16 coopMatMulAdd (f16 or bf16 A and B, coop_vk_common.glsl's ELEM; f32
+// accumulators) for params.seq iterations, with nothing read
 // from device memory in the loop; the sum of its accumulators is stored only if it equals a
 // value it never reaches (probe_fma.wgsl's guard), which keeps every product alive.
 // FLOPs per workgroup: 4 subgroups x CHAINS x iterations x 2 x 16^3. Built like every GLSL kernel
@@ -19,13 +20,14 @@ layout(set = 0, binding = 1, std430) buffer Sink { float sink[]; };
 
 const uint CHAINS = 4;
 
-shared float16_t seed[256];
+shared ELEM seed[256];
 
 void main() {
     const uint t = gl_LocalInvocationIndex;
     for (uint e = t; e < 256u; e += 128u) {
         // Small values: 16^3 products a step stay far from f16's and f32's limits.
-        seed[e] = float16_t(float(e % 7u) * 0.001);
+        const float x = float(e % 7u) * 0.001;
+        seed[e] = TO_ELEM2(x, x).x;  // the storage element (the emulated bf16 build: its bits)
     }
     barrier();
     MATA a;

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::gpu::context::AdapterReport;
 use crate::gpu::runner::{Runner, Schedule};
-use crate::gpu::Gpu;
+use crate::gpu::{Bf16Matrix, Gpu};
 use crate::kernels::tiled_coop_vk::{self, Build};
 use crate::plan::{grid_2d, Access, BindingDecl, BufferDecl, Dispatch, Params, Plan, Role};
 use crate::problem::Inputs;
@@ -130,6 +130,14 @@ pub struct ProbeFile {
     /// Why the matrix units were not probed, when they were not.
     #[serde(default)]
     pub matrix_note: Option<String>,
+    /// Their bf16 peak (the same products with bf16 operands), where the device also has bf16
+    /// cooperative matrices (VK_KHR_shader_bfloat16); the ceiling of the bf16 runs' dispatches on
+    /// them. Absent in probe files written before it.
+    #[serde(default)]
+    pub matrix_bf16: Option<Ceiling>,
+    /// Why the bf16 matrix peak was not probed, when it was not.
+    #[serde(default)]
+    pub matrix_bf16_note: Option<String>,
     pub command: String,
 }
 
@@ -286,18 +294,23 @@ pub fn fma_plan(f16: bool, workgroups: u64, iters: u32, max_dim: u32) -> Plan {
 /// FLOPs per workgroup and iteration of probe_coop.comp: 4 subgroups x 4 chains x 2 x 16^3.
 const COOP_FLOPS_PER_ITER: u64 = 4 * 4 * 2 * 16 * 16 * 16;
 
-/// The matrix-unit plan: `workgroups` of probe_coop.comp, `iters` products a chain, in `build`
-/// (the emulated one only checks the plumbing, on lavapipe).
-pub fn coop_plan(build: Build, workgroups: u64, iters: u32, max_dim: u32) -> Plan {
+/// The matrix-unit plan: `workgroups` of probe_coop.comp, `iters` products a chain, f16 or
+/// (`bf16`) bf16 operands, in `build` (the emulated one only checks the plumbing, on lavapipe).
+pub fn coop_plan(build: Build, bf16: bool, workgroups: u64, iters: u32, max_dim: u32) -> Plan {
+    let ty = if bf16 { "bf16" } else { "f16" };
     let mut plan = fma_plan(false, workgroups, iters, max_dim);
-    plan.variant = "probe-matrix-f16".into();
+    plan.variant = format!("probe-matrix-{ty}");
     plan.config = vec![("iterations".into(), iters as f64)];
     let d = &mut plan.dispatches[0];
-    d.name = "matrix_f16".into();
+    d.name = format!("matrix_{ty}");
     d.shader = tiled_coop_vk::spirv_shader(
         "probe_coop.comp",
         include_str!("../shaders/probe_coop.comp"),
-        &format!("probe_coop{}", tiled_coop_vk::tail(build)),
+        &format!(
+            "{}{}",
+            tiled_coop_vk::probe_coop_module(bf16),
+            tiled_coop_vk::tail(build)
+        ),
     );
     d.overrides = vec![];
     // The iteration count travels in Params.seq (a SPIR-V kernel has no WGSL overrides).
@@ -307,9 +320,9 @@ pub fn coop_plan(build: Build, workgroups: u64, iters: u32, max_dim: u32) -> Pla
         Build::Device => iters as u64 + 16,
         Build::Emulated => iters as u64 * 4 * (8 + 8 * 17) + 64,
     };
-    d.note = "matrix-unit probe: independent 16 x 16 x 16 f16 products, f32 sums, no memory \
-              traffic"
-        .into();
+    d.note = format!(
+        "matrix-unit probe: independent 16 x 16 x 16 {ty} products, f32 sums, no memory traffic"
+    );
     plan
 }
 
@@ -385,22 +398,30 @@ pub fn run_probe(gpu: &Gpu, size: ProbeSize, reps: u32, command: String) -> Resu
     } else {
         (None, Some("adapter has no SHADER_F16".to_string()))
     };
-    let (matrix_f16, matrix_note) = match tiled_coop_vk::device_check(&gpu.caps) {
-        Ok(()) => (
-            Some(measure(
-                &mut runner,
-                &coop_plan(
-                    Build::Device,
-                    size.fma_workgroups,
-                    (size.fma_iters / 16).max(1),
-                    max_dim,
-                ),
-                reps,
-                "GFLOP/s",
-            )?),
+    let matrix = tiled_coop_vk::device_check(&gpu.caps);
+    let mut coop = |bf16: bool| {
+        let plan = coop_plan(
+            Build::Device,
+            bf16,
+            size.fma_workgroups,
+            (size.fma_iters / 16).max(1),
+            max_dim,
+        );
+        measure(&mut runner, &plan, reps, "GFLOP/s")
+    };
+    let (matrix_f16, matrix_note) = match &matrix {
+        Ok(()) => (Some(coop(false)?), None),
+        Err(why) => (None, Some(why.clone())),
+    };
+    let (matrix_bf16, matrix_bf16_note) = match (&matrix, &gpu.caps.bf16_matrix) {
+        (Ok(()), Bf16Matrix::On) => (Some(coop(true)?), None),
+        (Ok(()), Bf16Matrix::Off(why)) => (
             None,
+            Some(format!(
+                "no bf16 cooperative matrices (VK_KHR_shader_bfloat16): {why}"
+            )),
         ),
-        Err(why) => (None, Some(why)),
+        (Err(why), _) => (None, Some(why.clone())),
     };
     let r = &gpu.report;
     Ok(ProbeFile {
@@ -419,6 +440,8 @@ pub fn run_probe(gpu: &Gpu, size: ProbeSize, reps: u32, command: String) -> Resu
         f16_note,
         matrix_f16,
         matrix_note,
+        matrix_bf16,
+        matrix_bf16_note,
         command,
     })
 }
@@ -495,12 +518,23 @@ pub fn peak_for(p: &ProbeFile, dtype: &str) -> f64 {
     }
 }
 
+/// The matrix units' peak for a storage dtype name, and which probe it is: bf16's where the run
+/// is bf16 and it was probed, else f16's (`matrix bf16`, `matrix f16`); None where they were not
+/// probed.
+pub fn matrix_peak<'a>(p: &'a ProbeFile, dtype: &str) -> Option<(&'a Ceiling, &'static str)> {
+    match (&p.matrix_bf16, &p.matrix_f16) {
+        (Some(c), _) if dtype == "bf16" => Some((c, "matrix bf16")),
+        (_, Some(c)) => Some((c, "matrix f16")),
+        _ => None,
+    }
+}
+
 /// The arithmetic peak of one dispatch: the matrix units' where it runs on them (`matrix`: its
-/// kernel declares so, `Shader::on_matrix_units`) and they were probed, else [`peak_for`]; and
-/// which probe that is (`matrix f16`, `f16` or `f32`).
+/// kernel declares so, `Shader::on_matrix_units`) and they were probed ([`matrix_peak`]), else
+/// [`peak_for`]; and which probe that is (`matrix bf16`, `matrix f16`, `f16` or `f32`).
 pub fn peak_of(p: &ProbeFile, dtype: &str, matrix: bool) -> (f64, &'static str) {
-    match &p.matrix_f16 {
-        Some(c) if matrix => (c.best_rate, "matrix f16"),
+    match matrix_peak(p, dtype) {
+        Some((c, which)) if matrix => (c.best_rate, which),
         _ if dtype == "f16" && p.fma_f16.is_some() => (peak_for(p, dtype), "f16"),
         _ => (peak_for(p, dtype), "f32"),
     }
@@ -539,6 +573,8 @@ mod tests {
             f16_note: None,
             matrix_f16: None,
             matrix_note: None,
+            matrix_bf16: None,
+            matrix_bf16_note: None,
             command: String::new(),
         };
         // Intensity 1 FLOP/B: memory ceiling 100 GFLOP/s < 1000.

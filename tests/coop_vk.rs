@@ -210,11 +210,11 @@ fn every_spirv_module_passes_a_current_validator() {
     let modules = tiled_coop_vk::spirv_modules();
     // 2 builds x (32 f16 forward: 16 at D = 64, 8 at D = 128 and 256 (inference and training x
     // 4 mask/dropout options); 32 bf16 forward at the same shapes; 24 f16 backward, 8 at each D,
-    // and 24 bf16; the layout probe; the matrix probe; 12 products, f16 and bf16 at three head
-    // dimensions), the device's bf16 layout probe, and the device's 48 builds of the forward on
+    // and 24 bf16; the layout probe; the matrix probe, f16 and bf16; 12 products, f16 and bf16
+    // at three head dimensions), the device's bf16 layout probe, and the device's 48 builds of the forward on
     // VK_NV_cooperative_matrix2 (3 head dimensions x f16 / bf16 x inference / training x 4
     // mask/dropout options) and 48 of its backward (3 x f16 / bf16 x bwd_kv / bwd_q x 4).
-    assert_eq!(modules.len(), 349);
+    assert_eq!(modules.len(), 351);
     for (name, spirv) in modules {
         let path = dir.join(format!("{name}.spv"));
         std::fs::write(&path, spirv).unwrap();
@@ -1092,25 +1092,34 @@ fn the_kernel_writes_l_for_the_backward_on_emulated_matrices() {
     }
 }
 
-/// `probe`'s matrix-unit peak (shaders/probe_coop.comp): its emulated build runs through the
-/// runner on lavapipe and is timed with the FLOPs it declares; on this adapter `run_probe` does
-/// not measure the device build and says why; a dispatch on cooperative matrices is held to the
-/// matrix peak where there is one, every other to the FMA peak.
+/// `probe`'s matrix-unit peaks (shaders/probe_coop.comp, f16 and bf16 operands): their emulated
+/// builds run through the runner on lavapipe and are timed with the FLOPs they declare; on this
+/// adapter `run_probe` does not measure the device builds and says why; a dispatch on cooperative
+/// matrices is held to the matrix peak of its dtype where there is one (bf16's, else f16's),
+/// every other to the FMA peak.
 #[test]
 fn the_matrix_probe_runs_on_emulated_matrices_and_sets_the_coop_ceiling() {
     use attn_wgpu::probe::{self, Ceiling};
     use attn_wgpu::report::stats::Stats;
     let gpu = common::gpu();
-    let plan = probe::coop_plan(Build::Emulated, 2, 3, gpu.caps.max_workgroups_per_dimension);
-    let d = &plan.dispatches[0];
-    assert_eq!(d.flops, 2 * 3 * 4 * 4 * 2 * 16 * 16 * 16);
-    assert!(d.shader.is_spirv());
-    let inputs = Inputs::none();
-    let m = Runner::new(gpu)
-        .unwrap()
-        .execute(&plan, &inputs, ONCE)
-        .unwrap();
-    assert!(m.reps[0].dispatch_gpu_us[0].is_some_and(|us| us > 0.0));
+    let mut runner = Runner::new(gpu).unwrap();
+    for (bf16, tag) in [(false, "probe_coop_emu"), (true, "probe_coop_bf16_emu")] {
+        let plan = probe::coop_plan(
+            Build::Emulated,
+            bf16,
+            2,
+            3,
+            gpu.caps.max_workgroups_per_dimension,
+        );
+        let d = &plan.dispatches[0];
+        assert_eq!(d.flops, 2 * 3 * 4 * 4 * 2 * 16 * 16 * 16);
+        assert!(d.shader.is_spirv());
+        assert_eq!(d.shader.tag, tag);
+        assert_eq!(d.name, if bf16 { "matrix_bf16" } else { "matrix_f16" });
+        let inputs = Inputs::none();
+        let m = runner.execute(&plan, &inputs, ONCE).unwrap();
+        assert!(m.reps[0].dispatch_gpu_us[0].is_some_and(|us| us > 0.0));
+    }
 
     let size = probe::ProbeSize {
         copy_bytes: 1 << 20,
@@ -1140,6 +1149,13 @@ fn the_matrix_probe_runs_on_emulated_matrices_and_sets_the_coop_ceiling() {
     assert_eq!(probe::peak_of(&q, "f16", true), (900.0, "matrix f16"));
     assert_eq!(probe::peak_of(&q, "f16", false), (100.0, "f16"));
     assert_eq!(probe::peak_of(&p, "f16", true).1, "f16");
+    // bf16 on the matrix units: f16's peak until bf16's was probed, then bf16's.
+    assert!(p.matrix_bf16.is_none() && p.matrix_bf16_note.is_some());
+    assert_eq!(probe::peak_of(&q, "bf16", true), (900.0, "matrix f16"));
+    q.matrix_bf16 = Some(rate(800.0));
+    assert_eq!(probe::peak_of(&q, "bf16", true), (800.0, "matrix bf16"));
+    assert_eq!(probe::peak_of(&q, "f16", true), (900.0, "matrix f16"));
+    assert_eq!(probe::peak_of(&q, "bf16", false).1, "f32");
 }
 
 /// Which kernels run on matrix units is what each kernel declares: the device builds of the

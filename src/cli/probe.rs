@@ -63,26 +63,32 @@ pub fn cmd_probe(a: ProbeArgs) -> anyhow::Result<u8> {
     let cmd = attn_wgpu::report::json::command_line();
     let t0 = Instant::now();
     let p = probe::run_probe(&gpu, size, a.reps, cmd)?;
-    println!("Adapter   : {}", p.key);
+    println!("Adapter    : {}", p.key);
     println!(
-        "Bandwidth : {:.1} GB/s best, {:.1} GB/s median (copy of {} MiB, read + write counted)",
+        "Bandwidth  : {:.1} GB/s best, {:.1} GB/s median (copy of {} MiB, read + write counted)",
         p.bandwidth.best_rate,
         p.bandwidth.median_rate,
         size.copy_bytes >> 20
     );
     println!(
-        "FMA f32   : {:.1} GFLOP/s best, {:.1} median ({} workgroups x 256 threads x {} iterations x 32 FLOP)",
+        "FMA f32    : {:.1} GFLOP/s best, {:.1} median ({} workgroups x 256 threads x {} iterations x 32 FLOP)",
         p.fma_f32.best_rate, p.fma_f32.median_rate, size.fma_workgroups, size.fma_iters
     );
-    optional_ceiling("FMA f16   ", p.fma_f16.as_ref(), &p.f16_note, "");
+    optional_ceiling("FMA f16    ", p.fma_f16.as_ref(), &p.f16_note, "");
     optional_ceiling(
-        "Matrix f16",
+        "Matrix f16 ",
         p.matrix_f16.as_ref(),
         &p.matrix_note,
         " (16 x 16 x 16 cooperative-matrix products, f32 sums)",
     );
+    optional_ceiling(
+        "Matrix bf16",
+        p.matrix_bf16.as_ref(),
+        &p.matrix_bf16_note,
+        " (the same with bf16 operands)",
+    );
     println!(
-        "Ridge     : {:.2} FLOP/byte (f32): below it a kernel is bandwidth-bound",
+        "Ridge      : {:.2} FLOP/byte (f32): below it a kernel is bandwidth-bound",
         p.fma_f32.best_rate / p.bandwidth.best_rate
     );
     let out = a.out.unwrap_or_else(|| probe::default_path(&gpu.report));

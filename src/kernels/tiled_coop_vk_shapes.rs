@@ -138,6 +138,12 @@ pub fn gemm_module(bf16: bool, qk: bool, d: u32) -> String {
     )
 }
 
+/// The module name of `probe`'s matrix-unit peak (shaders/probe_coop.comp; build.rs adds `_emu`
+/// to the emulated build's): f16 or bf16 operands (BF16 = 1).
+pub fn probe_coop_module(bf16: bool) -> String {
+    format!("probe_coop{}", dtype_tag(bf16))
+}
+
 /// The module name of the element-layout probe (shaders/coop_layout_probe.comp; build.rs adds
 /// `_emu` to the emulated build's): of the f16 operands, or of the bf16 A operand (BF16 = 1, a
 /// device build only).

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::probe::{peak_for, peak_of, roofline, ProbeFile, RooflinePoint};
+use crate::probe::{matrix_peak, peak_for, peak_of, roofline, ProbeFile, RooflinePoint};
 use crate::run::{DispatchRow, VariantRun};
 
 /// Three significant digits (0.0123, 1.23, 123).
@@ -61,7 +61,7 @@ pub fn source(p: &ProbeFile, file: &str, adapter_key: &str, dtype: &str) -> Roof
         bandwidth_gbps: p.bandwidth.best_rate,
         peak_gflops: peak,
         peak_fma: peak_probe(p, dtype),
-        matrix_gflops: p.matrix_f16.as_ref().map(|c| c.best_rate),
+        matrix_gflops: matrix_peak(p, dtype).map(|(c, _)| c.best_rate),
         ridge_flop_per_byte: peak / p.bandwidth.best_rate,
     }
 }
@@ -106,10 +106,10 @@ pub fn block(p: &ProbeFile, source: &str, r: &VariantRun, dtype: &str) -> String
         peak / p.bandwidth.best_rate
     );
     let on_matrices = r.dispatches.iter().any(|d| d.matrix_units);
-    if let (true, Some(m)) = (on_matrices, &p.matrix_f16) {
+    if let (true, Some((m, which))) = (on_matrices, matrix_peak(p, dtype)) {
         let _ = writeln!(
             s,
-            "   dispatches on cooperative matrices (*): matrix f16 {:.1} GFLOP/s (ridge {:.2} FLOP/B)",
+            "   dispatches on cooperative matrices (*): {which} {:.1} GFLOP/s (ridge {:.2} FLOP/B)",
             m.best_rate,
             m.best_rate / p.bandwidth.best_rate
         );
@@ -131,7 +131,7 @@ pub fn block(p: &ProbeFile, source: &str, r: &VariantRun, dtype: &str) -> String
             );
             continue;
         };
-        let star = if p.matrix_f16.is_some() && d.matrix_units {
+        let star = if matrix_peak(p, dtype).is_some() && d.matrix_units {
             "*"
         } else {
             ""
