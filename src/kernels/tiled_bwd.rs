@@ -415,7 +415,8 @@ fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> 
 /// How the fused passes bind Q, K, V, dO and the gradients: f16 with an even D as u32 words of two
 /// halves (dtype_f16x2.wgsl), as bf16 is bound, rather than as WGSL f16 elements: on the H100 the
 /// same kernels ran bf16's words 1.54x faster than f16's halves at D = 64 and 1.65x at D = 128
-/// (results/EXPERIMENTS.md, v44-bwd).
+/// (results/EXPERIMENTS.md, v44-bwd), and f16 as words then took 3574.1 µs against 5508.9 at
+/// D = 64 and 6712.8 against 11224.0 at D = 128 (B8 H16 N1024 causal, v45-ab).
 fn storage(p: &Problem) -> Storage {
     match p.dtype {
         crate::problem::DType::F16 if p.head_dim.is_multiple_of(2) => Storage::F16x2,
