@@ -4,9 +4,10 @@
 //   dV += Pᵀ·dO,   dK += dSᵀ·Q
 // as outer products over the 32 rows of a block: thread t owns keys 4(t/16) .. +3 and columns
 // 4(t%16) .. +3, and above D = 64 also 4(t%16) + 64 .. +3 (D <= 128). P and dS go through
-// workgroup memory ([row][key/4]) between the phases; nothing N x N reaches device memory. Three barriers per query block; the next block's Q and dO
-// are loaded into registers before this block's products (tiled_bwd_common.wgsl, `fetch`). No atomics: every dK/dV
-// element has one owner (dQ has its own kernel, tiled_bwd_q.wgsl).
+// workgroup memory ([row][key/4]) between the phases; nothing N x N reaches device memory. Three
+// barriers per query block; the next block's Q and dO are loaded into registers before this
+// block's products (tiled_bwd_common.wgsl, `fetch`). No atomics: every dK/dV element has one
+// owner (dQ has its own kernel, tiled_bwd_q.wgsl).
 // Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) vec4 (8.5 KiB each for D4 = 16), ps, dss 2 x 4 KiB,
 // lse_s, dl_s 256 B: 43264 bytes for D4 = 16, 26880 for D4 = 8; staged in 16 bits (8 bytes a
 // vec4), 29952 for D4 = 20 and 42240 for D4 = 32.

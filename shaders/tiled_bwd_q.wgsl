@@ -4,7 +4,8 @@
 // phase A) and accumulating dQ += dS·K in registers (phase B: rows 4(t/16) .. +3, columns
 // 4(t%16) .. +3 and, above D = 64, 4(t%16) + 64 .. +3; outer products over the 32 keys of a
 // block, dS through workgroup memory as [key][row/4]). Three barriers per key block; the next
-// block's K and V are loaded into registers before this block's products (tiled_bwd_common.wgsl, `fetch`) and stored after the first barrier.
+// block's K and V are loaded into registers before this block's products
+// (tiled_bwd_common.wgsl, `fetch`) and stored after the first barrier.
 // Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) vec4 (8.5 KiB each for D4 = 16), dst 4 KiB, lse_s,
 // dl_s 256 B: 39168 bytes for D4 = 16, 22784 for D4 = 8; staged in 16 bits (8 bytes a vec4), 25856
 // for D4 = 20 and 38144 for D4 = 32.
