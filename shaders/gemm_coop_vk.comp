@@ -11,17 +11,21 @@
 //
 // A workgroup of 128 invocations (four 32-wide subgroups) owns 64 rows; subgroup s owns rows
 // 16s .. 16s + 15.
-// - QK: a workgroup owns 64 keys too; a subgroup's 4 accumulator tiles take Q (read once per 16
-//   columns of D) and K straight from device memory by coopMatLoad (the host pads Q, K and V by 64
-//   rows past the last head; rows past N or M of other heads are read and never stored). The
-//   scores leave through workgroup memory: each subgroup stores its 16 x 64 tile there
-//   (coopMatStore, no layout assumed) and writes it back as whole rows of 16-byte words, so that
-//   every store instruction fills 256-byte runs of S (where M % 4 = 0; else word by word).
+// - QK: a workgroup owns 64 keys too. The workgroup stages its 64 keys of K in workgroup memory
+//   32 columns of D at a time (the next chunk prefetched into registers while this one is
+//   multiplied), so that each K element leaves device memory once per workgroup, not once per
+//   subgroup, and Kᵀ is read column-major from workgroup memory instead of device memory; a
+//   subgroup's 4 accumulator tiles take Q (its own 16 rows, once per 16 columns of D) straight
+//   from device memory by coopMatLoad (the host pads Q, K and V by 64 rows past the last head;
+//   rows past N or M of other heads are read and never stored). The scores leave through
+//   workgroup memory: each subgroup stores its 16 x 64 tile there (coopMatStore, no layout
+//   assumed) and writes it back as whole rows of 16-byte words, so that every store instruction
+//   fills 256-byte runs of S (where M % 4 = 0; else word by word).
 // - PV: the workgroup walks the keys 32 at a time: it stages P's 64 x 32 block (read as 16-byte
 //   words, rounded to the storage dtype, 0 past N or M) and V's 32 x D block (0 past M) in
 //   workgroup memory, and each subgroup multiplies its 16 rows by all of V's columns (D / 16
 //   accumulators).
-// Two barriers per staged block (and the emulation's own).
+// Two barriers per staged block or chunk (and the emulation's own).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
@@ -33,7 +37,7 @@ layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
 
 #if QK
 layout(set = 0, binding = 1, std430) readonly buffer QBuf { ELEM q[]; };
-layout(set = 0, binding = 2, std430) readonly buffer KBuf { ELEM k[]; };
+layout(set = 0, binding = 2, std430) readonly buffer KBuf { ELEM4 k4[]; };
 layout(set = 0, binding = 3, std430) buffer SBuf { vec4 s4[]; };
 #else
 layout(set = 0, binding = 1, std430) readonly buffer PBuf { vec4 p4[]; };
@@ -49,6 +53,11 @@ const uint D16 = D / 16;
 // padding).
 const uint SP = 64 + 4;
 shared float sh_s[4 * 16 * SP];
+const uint KC = 32;                  // columns of D a staged chunk of K
+const uint KC4 = KC / 4;             // its f16vec4 a key
+const uint KCP4 = KC4 + 2;           // staged pitch in f16vec4: KC + 8 halves (bank-conflict padding)
+const uint KLOADS = 64u * KC4 / 128u;  // f16vec4 an invocation stages a chunk: 4
+shared ELEM4 sh_k[64 * KCP4];        // [key][column / 4 of the chunk]
 #else
 const uint BK = 32;                // keys a staged block
 const uint PP4 = BK / 4 + 2;       // P's staged row pitch in 4-vectors (BK + 8 halves)
@@ -72,14 +81,36 @@ void main() {
     [[unroll]] for (uint nt = 0; nt < 4; nt++) {
         acc[nt] = ACC_ZERO;
     }
-    [[unroll]] for (uint c = 0; c < D16; c++) {
-        MATA qa;
-        coopMatLoad(qa, q, (head * n + r0) * D + 16u * c, D, gl_CooperativeMatrixLayoutRowMajor);
-        [[unroll]] for (uint nt = 0; nt < 4; nt++) {
-            // Kᵀ: K's rows j0 + 16 nt .. read column-major.
-            MATB kb;
-            coopMatLoad(kb, k, (kvh * m + j0 + 16u * nt) * D + 16u * c, D, gl_CooperativeMatrixLayoutColumnMajor);
-            acc[nt] = coopMatMulAdd(qa, kb, acc[nt]);
+    // K's block: rows j0 .. j0 + 63 of head kvh (read past M into the padding, never stored);
+    // invocation t moves the words w = t + 128 e of a chunk (key w / KC4, word w % KC4).
+    const uint kb0 = (kvh * m + j0) * D4;
+    ELEM4 pk[KLOADS];
+    [[unroll]] for (uint e = 0; e < KLOADS; e++) {
+        const uint w = t + 128u * e;
+        pk[e] = k4[kb0 + (w / KC4) * D4 + w % KC4];
+    }
+    for (uint ch = 0; ch < D / KC; ch++) {
+        barrier();  // the previous chunk's readers are done
+        [[unroll]] for (uint e = 0; e < KLOADS; e++) {
+            const uint w = t + 128u * e;
+            sh_k[(w / KC4) * KCP4 + w % KC4] = pk[e];
+        }
+        barrier();
+        if (ch + 1u < D / KC) {
+            [[unroll]] for (uint e = 0; e < KLOADS; e++) {
+                const uint w = t + 128u * e;
+                pk[e] = k4[kb0 + (w / KC4) * D4 + (ch + 1u) * KC4 + w % KC4];
+            }
+        }
+        [[unroll]] for (uint cc = 0; cc < KC / 16u; cc++) {
+            MATA qa;
+            coopMatLoad(qa, q, (head * n + r0) * D + KC * ch + 16u * cc, D, gl_CooperativeMatrixLayoutRowMajor);
+            [[unroll]] for (uint nt = 0; nt < 4; nt++) {
+                // Kᵀ: the staged keys 16 nt .. read column-major.
+                MATB kb;
+                coopMatLoad(kb, sh_k, (16u * nt) * KCP4 + 4u * cc, KCP4, gl_CooperativeMatrixLayoutColumnMajor);
+                acc[nt] = coopMatMulAdd(qa, kb, acc[nt]);
+            }
         }
     }
     const uint at = sg * 16u * SP;

@@ -58,6 +58,18 @@ fn the_plan_is_unfused_inplace_with_the_products_on_matrices() {
     }
     let q = plan.buffers.iter().find(|b| b.name == "Q").unwrap();
     assert_eq!(q.bytes, p.qkv_bytes() + gemm_coop_vk::PAD_ROWS * 128 * 2);
+    // The workgroup memory the check counts is what each product's SPIR-V declares (qk: S's four
+    // 16 x 68 f32 tiles and K's 64 x 40 staged chunk).
+    for (i, qk) in [(0, true), (4, false)] {
+        let d = &plan.dispatches[i];
+        assert_eq!(
+            attn_wgpu::kernels::workgroup_bytes(&d.shader, d.entry, &d.overrides),
+            Some(gemm_coop_vk::storage(qk, 128)),
+            "{}",
+            d.name
+        );
+    }
+    assert_eq!(gemm_coop_vk::storage(true, 128), 17408 + 5120);
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //!
 //! | dispatch | what                                                                   |
 //! |----------|------------------------------------------------------------------------|
-//! | `qk`     | S (f32) = Q·Kᵀ: a workgroup per 64 rows x 64 keys, f16 or bf16 products, f32 sums; S leaves through workgroup memory as whole rows of 16-byte words |
+//! | `qk`     | S (f32) = Q·Kᵀ: a workgroup per 64 rows x 64 keys, K staged 32 columns at a time, f16 or bf16 products, f32 sums; S leaves through workgroup memory as whole rows of 16-byte words |
 //! | `pv`     | O = P·V: a workgroup per 64 rows; blocks of 32 keys of P (rounded to the storage dtype) and V staged in workgroup memory |
 //!
 //! They take the places of qk.wgsl and pv.wgsl in `unfused-inplace`'s plan: the same five
@@ -40,11 +40,15 @@ pub fn padded(bytes: u64, p: &Problem) -> u64 {
 /// Keys of P and V a `pv` workgroup stages at a time (BK in the shader).
 const PV_BLOCK: u64 = 32;
 
+/// Columns of D a `qk` workgroup stages of K at a time (KC in the shader).
+const QK_CHUNK: u64 = 32;
+
 /// Workgroup storage of product `qk` (else `pv`) at head dimension `d`, the emulation's aside:
-/// `qk` four 16 x (64 + 4) f32 tiles of S; `pv` P's 64 x (32 + 8) and V's 32 x (D + 8) f16 or bf16.
+/// `qk` four 16 x (64 + 4) f32 tiles of S and K's 64 x (32 + 8) chunk; `pv` P's 64 x (32 + 8) and
+/// V's 32 x (D + 8), f16 or bf16.
 pub fn storage(qk: bool, d: u64) -> u64 {
     if qk {
-        4 * 16 * (64 + 4) * 4
+        4 * 16 * (64 + 4) * 4 + TILE * (QK_CHUNK + 8) * 2
     } else {
         (TILE * (PV_BLOCK + 8) + PV_BLOCK * (d + 8)) * 2
     }
@@ -159,9 +163,12 @@ pub fn qk(
         ],
         count * (n + m) * d * 2,
         count * n * m * 4,
-        d / 16 * (1 + load + 4 * (1 + load + mma)) + 4 * (1 + load) + 8 * 5 + 4,
+        4 + d / QK_CHUNK * (1 + 4 + 4 + QK_CHUNK / 16 * (1 + load + 4 * (1 + load + mma)))
+            + 4 * (1 + load)
+            + 8 * 5
+            + 4,
         "S = Q·Kᵀ on cooperative matrices (f16 or bf16 products, f32 sums), all N x M scores, \
-         written as rows of 16-byte words",
+         K staged in chunks of 32 columns, S written as rows of 16-byte words",
     ))
 }
 
