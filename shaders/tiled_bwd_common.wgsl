@@ -1,6 +1,7 @@
 // tiled_bwd_common.wgsl — the fused backward kernels' 32 x 32 tile (appended to tiled_bwd_kv.wgsl
 // and tiled_bwd_q.wgsl with tiled_bwd_lib.wgsl and a tile file: tiled_bwd_d32.wgsl and
-// tiled_bwd_d64.wgsl stage f32, tiled_bwd_d80h.wgsl and tiled_bwd_d128h.wgsl the f16/bf16 words).
+// tiled_bwd_d64.wgsl stage f32, tiled_bwd_d64h.wgsl, tiled_bwd_d80h.wgsl and tiled_bwd_d128h.wgsl
+// the f16/bf16 words).
 //
 // Tiles of 32 query rows x 32 keys, 128 threads. Staged rows are D4 vec4 over d ([row][d/4], D up
 // to 128, zero-padded to a multiple of 4), each vec4 an `sv` of the tile file (read through

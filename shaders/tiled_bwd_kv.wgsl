@@ -10,7 +10,7 @@
 // owner (dQ has its own kernel, tiled_bwd_q.wgsl).
 // Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) vec4 (8.5 KiB each for D4 = 16), ps, dss 2 x 4 KiB,
 // lse_s, dl_s 256 B: 43264 bytes for D4 = 16, 26880 for D4 = 8; staged in 16 bits (8 bytes a
-// vec4), 29952 for D4 = 20 and 42240 for D4 = 32.
+// vec4), 25856 for D4 = 16, 29952 for D4 = 20 and 42240 for D4 = 32.
 
 // Bindings 1-6 (Q, K, V, dO, L, D): tiled_bwd_lib.wgsl.
 @group(0) @binding(7) var<storage, read_write> dk: array<st>;

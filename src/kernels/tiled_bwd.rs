@@ -9,8 +9,8 @@
 //! Both fused kernels recompute P = exp2(S·scale·log2 e − L) from Q, K and the forward's row
 //! logsumexp L (shaders/tiled_lse.wgsl) on chip; N x N never reaches device memory. Causal
 //! block skipping as in the forward. Tiles ([`Tile`]): 32 x 32 with 128 threads for D ≤ 64, and
-//! for f16/bf16 inputs up to D = 128 with the four staged tiles kept in their 16 bits (42240
-//! bytes at D = 128); for wider heads (and f32 above D = 64) four staged f32 tiles of 32 rows do
+//! for f16/bf16 inputs up to D = 128 with the four staged tiles kept in their 16 bits (25856
+//! bytes at D = 64, 42240 at D = 128); for wider heads (and f32 above D = 64) four staged f32 tiles of 32 rows do
 //! not fit NVIDIA's 48 KiB of workgroup memory, so 16 x 16 for D ≤ 128 and 8 x 8 for D ≤ 256 (64
 //! threads), or smaller where workgroup memory is smaller (lavapipe's 32 KiB, a browser's 16
 //! KiB).
@@ -34,6 +34,8 @@ pub enum Tile {
     D32,
     /// D ≤ 64, 32 x 32 (43264 bytes: more than lavapipe's 32 KiB).
     D64,
+    /// D ≤ 64, 32 x 32 staged in f16/bf16 (25856 bytes).
+    D64H,
     /// D ≤ 64, 8 x 8 (small workgroup memory, e.g. a browser's 16 KiB).
     D64B8,
     /// D ≤ 80, 32 x 32 staged in f16/bf16 (29952 bytes: within lavapipe's 32 KiB).
@@ -56,7 +58,8 @@ impl Tile {
     fn candidates(d: u32, half: bool) -> &'static [Tile] {
         match (d, half) {
             (0..=32, _) => &[Tile::D32],
-            (33..=64, _) => &[Tile::D64, Tile::D64B8],
+            (33..=64, true) => &[Tile::D64H, Tile::D64, Tile::D64B8],
+            (33..=64, false) => &[Tile::D64, Tile::D64B8],
             (65..=80, true) => &[Tile::D80H, Tile::D128H, Tile::D128B16, Tile::D128B8],
             (81..=128, true) => &[Tile::D128H, Tile::D128B16, Tile::D128B8],
             (65..=128, false) => &[Tile::D128B16, Tile::D128B8],
@@ -105,7 +108,7 @@ impl Tile {
     pub fn d4(self) -> u64 {
         match self {
             Tile::D32 => 8,
-            Tile::D64 | Tile::D64B8 => 16,
+            Tile::D64 | Tile::D64H | Tile::D64B8 => 16,
             Tile::D80H => 20,
             Tile::D128H => 32,
             Tile::D128B16 | Tile::D128B8 => 32,
@@ -115,7 +118,7 @@ impl Tile {
     /// Query rows and keys per tile (`BT`).
     pub fn bt(self) -> u64 {
         match self {
-            Tile::D32 | Tile::D64 | Tile::D80H | Tile::D128H => 32,
+            Tile::D32 | Tile::D64 | Tile::D64H | Tile::D80H | Tile::D128H => 32,
             Tile::D128B16 => 16,
             Tile::D64B8 | Tile::D128B8 | Tile::D256B8 => 8,
             Tile::D256B4 => 4,
@@ -123,11 +126,14 @@ impl Tile {
     }
     /// Whether tiled_bwd_wide.wgsl's kernels take it.
     pub fn wide(self) -> bool {
-        !matches!(self, Tile::D32 | Tile::D64 | Tile::D80H | Tile::D128H)
+        !matches!(
+            self,
+            Tile::D32 | Tile::D64 | Tile::D64H | Tile::D80H | Tile::D128H
+        )
     }
     /// Whether its staged tiles hold f16/bf16 words (8 bytes a vec4) instead of f32 (16).
     pub fn half(self) -> bool {
-        matches!(self, Tile::D80H | Tile::D128H)
+        matches!(self, Tile::D64H | Tile::D80H | Tile::D128H)
     }
     /// Threads per workgroup.
     pub fn threads(self) -> u64 {
@@ -313,6 +319,12 @@ fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> 
             "tiled_bwd_kv_out.wgsl",
             "tiled_bwd_d64.wgsl"
         ),
+        (Fused::Kv, Tile::D64H) => k!(
+            "tiled_bwd_kv.wgsl",
+            "tiled_bwd_common.wgsl",
+            "tiled_bwd_kv_out.wgsl",
+            "tiled_bwd_d64h.wgsl"
+        ),
         (Fused::Kv, Tile::D80H) => k!(
             "tiled_bwd_kv.wgsl",
             "tiled_bwd_common.wgsl",
@@ -366,6 +378,12 @@ fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> 
             "tiled_bwd_common.wgsl",
             "tiled_bwd_q_out.wgsl",
             "tiled_bwd_d64.wgsl"
+        ),
+        (Fused::Q, Tile::D64H) => k!(
+            "tiled_bwd_q.wgsl",
+            "tiled_bwd_common.wgsl",
+            "tiled_bwd_q_out.wgsl",
+            "tiled_bwd_d64h.wgsl"
         ),
         (Fused::Q, Tile::D80H) => k!(
             "tiled_bwd_q.wgsl",
