@@ -1,7 +1,8 @@
 // tiled_bwd_common.wgsl — the fused backward kernels' 32 x 32 tile (appended to tiled_bwd_kv.wgsl
-// and tiled_bwd_q.wgsl with tiled_bwd_lib.wgsl and a tile file: tiled_bwd_d32.wgsl and
-// tiled_bwd_d64.wgsl stage f32, tiled_bwd_d64h.wgsl, tiled_bwd_d80h.wgsl and tiled_bwd_d128h.wgsl
-// the f16/bf16 words).
+// and tiled_bwd_q.wgsl, or to their chunked forms tiled_bwd_chunk_kv.wgsl and
+// tiled_bwd_chunk_q.wgsl, with tiled_bwd_lib.wgsl and a tile file: tiled_bwd_d32.wgsl and
+// tiled_bwd_d64.wgsl (whole rows) and tiled_bwd_d64c.wgsl / tiled_bwd_d128c.wgsl (chunks) stage
+// f32, tiled_bwd_d64h.wgsl, tiled_bwd_d80h.wgsl and tiled_bwd_d128h.wgsl the f16/bf16 words).
 //
 // Tiles of 32 query rows x 32 keys, 128 threads. Staged rows are D4 vec4 over d ([row][d/4], D up
 // to 128, zero-padded to a multiple of 4), each vec4 an `sv` of the tile file (read through
@@ -20,12 +21,23 @@ struct Tile {
 }
 
 fn scores(head: u32, i0: u32, j0: u32, t: u32, n: u32, d: u32) -> Tile {
+    return finish(dots(Dots(), t, (d + 3u) / 4u), head, i0, j0, t, n);
+}
+
+// Raw S (s<r>) and dP (g<r>) of this thread's 4 rows x 2 keys, as `Tile` holds P and dS.
+struct Dots {
+    s0: vec2<f32>, s1: vec2<f32>, s2: vec2<f32>, s3: vec2<f32>,
+    g0: vec2<f32>, g1: vec2<f32>, g2: vec2<f32>, g3: vec2<f32>,
+}
+
+// `acc` plus the dot products over the staged vec4 c4 < d4 (all of d, or one chunk of it:
+// tiled_bwd_chunk_kv.wgsl).
+fn dots(acc: Dots, t: u32, d4: u32) -> Dots {
     let tr = t / 16u;
     let tc = t % 16u;
-    let d4 = (d + 3u) / 4u;
     let r0 = 4u * tr;
-    var s0 = vec2<f32>(0.0); var s1 = vec2<f32>(0.0); var s2 = vec2<f32>(0.0); var s3 = vec2<f32>(0.0);
-    var g0 = vec2<f32>(0.0); var g1 = vec2<f32>(0.0); var g2 = vec2<f32>(0.0); var g3 = vec2<f32>(0.0);
+    var s0 = acc.s0; var s1 = acc.s1; var s2 = acc.s2; var s3 = acc.s3;
+    var g0 = acc.g0; var g1 = acc.g1; var g2 = acc.g2; var g3 = acc.g3;
     for (var c4 = 0u; c4 < d4; c4++) {
         let k0 = wide(ks[tc * RS + c4]);
         let k1 = wide(ks[(tc + 16u) * RS + c4]);
@@ -48,6 +60,16 @@ fn scores(head: u32, i0: u32, j0: u32, t: u32, n: u32, d: u32) -> Tile {
         g2 += vec2<f32>(dot(b2, v0), dot(b2, v1));
         g3 += vec2<f32>(dot(b3, v0), dot(b3, v1));
     }
+    return Dots(s0, s1, s2, s3, g0, g1, g2, g3);
+}
+
+// P and dS of this thread's rows and keys from their raw S and dP.
+fn finish(x: Dots, head: u32, i0: u32, j0: u32, t: u32, n: u32) -> Tile {
+    let tr = t / 16u;
+    let tc = t % 16u;
+    let r0 = 4u * tr;
+    let s0 = x.s0; let s1 = x.s1; let s2 = x.s2; let s3 = x.s3;
+    let g0 = x.g0; let g1 = x.g1; let g2 = x.g2; let g3 = x.g3;
     let j = vec2<u32>(j0 + tc, j0 + tc + 16u);
     var out: Tile;
     let e0 = prob(head, i0 + r0, j, n, s0, r0);
@@ -154,5 +176,37 @@ fn put1(rows: bool, w: u32, a: vec4<st>, b: vec4<st>) {
     } else {
         ks[at] = to_sv(a);
         vs[at] = to_sv(b);
+    }
+}
+
+// The chunked kernels' staging (tiled_bwd_chunk_kv.wgsl, tiled_bwd_chunk_q.wgsl; the others
+// stage through `fetch` and `put_share`).
+// Chunk ch (vec4 ch D4 .. ch D4 + D4 - 1 of every row; 0 past D, N or M) of Q and dO (rows =
+// true: query rows r0 .. r0 + 31 of head `head`) or of K and V (rows = false: keys r0 .. of its
+// K/V head) into the staged tiles, loaded and put at once (no register prefetch); `both` = false
+// stages Q (or K) alone.
+fn stage_chunk(rows: bool, both: bool, head: u32, r0: u32, t: u32, nq: u32, d: u32, ch: u32) {
+    let n = select(params.kv_seq, nq, rows);
+    let base = select(kv_head(head), head, rows) * n * d;
+    let a = select(1u, 0u, rows);  // K or Q
+    let b = select(2u, 3u, rows);  // V or dO
+    for (var w = t; w < BT * D4; w += 128u) {
+        let row = w / D4;
+        let c4 = ch * D4 + w % D4;
+        let at = row * RS + w % D4;
+        let x = to_sv(row4_raw(a, base, r0 + row, c4, n, d));
+        if (rows) {
+            qs[at] = x;
+        } else {
+            ks[at] = x;
+        }
+        if (both) {
+            let y = to_sv(row4_raw(b, base, r0 + row, c4, n, d));
+            if (rows) {
+                gs[at] = y;
+            } else {
+                vs[at] = y;
+            }
+        }
     }
 }

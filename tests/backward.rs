@@ -308,12 +308,12 @@ fn cli_backward_bad_inputs_get_clear_errors() {
 }
 
 /// `tiled`'s fused backward on every tile this adapter takes (src/kernels/tiled_bwd.rs, `Tile`):
-/// on lavapipe's 32 KiB the 32 x 32 tile at D <= 32, and for f16/bf16 at 32 < D <= 64 (`D64H`)
-/// and 64 < D <= 80 staged in 16 bits (`D80H`: the 16-bit staging and phase B's second column of
-/// D = 128's tile), and the
-/// small tiles (tiled_bwd_wide.wgsl) elsewhere, with two rows a thread at D = 64 (8 x 8) and one
-/// at D = 128 and 256: random masks, dtypes, dropout, GQA and N != M in both alignments, every
-/// gradient PASS.
+/// on lavapipe's 32 KiB the 32 x 32 tile at D <= 32; at 32 < D <= 64 for f32 with D walked in two
+/// chunks (`D64C`: the chunked kernels of D = 128's f32 tile) and for f16/bf16 staged in 16 bits
+/// (`D64H`); for f16/bf16 at 64 < D <= 80 staged in 16 bits (`D80H`: the 16-bit staging and phase
+/// B's second column of D = 128's tile); and the
+/// small tiles (tiled_bwd_wide.wgsl) elsewhere, one row a thread at D = 128 and 256: random
+/// masks, dtypes, dropout, GQA and N != M in both alignments, every gradient PASS.
 #[test]
 fn tiled_backward_passes_at_every_head_dim_random_cases() {
     use attn_wgpu::kernels::tiled_bwd::Tile;
@@ -361,6 +361,10 @@ fn tiled_backward_passes_at_every_head_dim_random_cases() {
     assert!(
         tiles.contains_key("D64H") && tiles.contains_key("D80H"),
         "the 16-bit staged 32 x 32 tiles must run: {tiles:?}"
+    );
+    assert!(
+        tiles.contains_key("D64C"),
+        "the chunked 32 x 32 tile must run: {tiles:?}"
     );
     assert!(
         failures.is_empty(),

@@ -120,9 +120,17 @@ fn problems() -> Vec<Problem> {
 
 /// Adapter capabilities "as backend `b` would offer them": workgroup storage 16/32/48 KiB, with
 /// every shader feature the backend can have and with none (an adapter of that backend without
-/// them), so every fallback a plan builder may pick is seen.
+/// them), so every fallback a plan builder may pick is seen; and 24 and 40 KiB with every
+/// feature, where the fused backward takes its in-between tiles (8 x 8 at D = 64, 16 x 16 at
+/// D = 128: tiled_bwd.rs, `Tile::pick`).
 fn caps_for(b: Backend) -> Vec<AdapterCaps> {
     let mut v = Vec::new();
+    for storage in [24 << 10, 40 << 10] {
+        let mut c = AdapterCaps::webgpu_defaults().with_shader_features(b.features());
+        c.backend = b.name().into();
+        c.max_workgroup_storage = storage;
+        v.push(c);
+    }
     for storage in [16 << 10, 32 << 10, 48 << 10] {
         // All of the backend's features, none, and all but SUBGROUP (an adapter with f16 and
         // no subgroups: `tiled` then takes its subgroup-free kernel).

@@ -3,17 +3,19 @@
 //! | dispatch  | WGSL                                            | what                                   |
 //! |-----------|-------------------------------------------------|----------------------------------------|
 //! | `bwd_dot` | tiled_bwd_dot.wgsl                              | D = rowsum(dO ∘ O), 16 threads per row |
-//! | `bwd_kv`  | D ≤ 64 (f16/bf16: ≤ 128): tiled_bwd_kv.wgsl + tiled_bwd_common.wgsl; above: tiled_bwd_wide_kv.wgsl + tiled_bwd_wide.wgsl; + tiled_bwd_kv_out.wgsl + tiled_bwd_lib.wgsl + a width file | dK, dV: a workgroup per BT keys walks the query blocks |
+//! | `bwd_kv`  | D ≤ 64 (f16/bf16: ≤ 128): tiled_bwd_kv.wgsl + tiled_bwd_common.wgsl; f32 to D = 128 in two chunks: tiled_bwd_chunk_kv.wgsl + tiled_bwd_common.wgsl; above: tiled_bwd_wide_kv.wgsl + tiled_bwd_wide.wgsl; + tiled_bwd_kv_out.wgsl + tiled_bwd_lib.wgsl + a width file | dK, dV: a workgroup per BT keys walks the query blocks |
 //! | `bwd_q`   | the same with `_q` (+ tiled_bwd_q_out.wgsl)     | dQ: a workgroup per BT rows walks the key blocks |
 //!
 //! Both fused kernels recompute P = exp2(S·scale·log2 e − L) from Q, K and the forward's row
 //! logsumexp L (shaders/tiled_lse.wgsl) on chip; N x N never reaches device memory. Causal
 //! block skipping as in the forward. Tiles ([`Tile`]): 32 x 32 with 128 threads for D ≤ 64, and
 //! for f16/bf16 inputs up to D = 128 with the four staged tiles kept in their 16 bits (25856
-//! bytes at D = 64, 42240 at D = 128); for wider heads (and f32 above D = 64) four staged f32 tiles of 32 rows do
-//! not fit NVIDIA's 48 KiB of workgroup memory, so 16 x 16 for D ≤ 128 and 8 x 8 for D ≤ 256 (64
-//! threads), or smaller where workgroup memory is smaller (lavapipe's 32 KiB, a browser's 16
-//! KiB).
+//! bytes at D = 64, 42240 at D = 128); for f32 up to D = 128 with D walked in two chunks, a
+//! staged row holding one (43264 bytes at D = 128, 26880 at D = 64 where the whole rows do not
+//! fit: lavapipe's 32 KiB);
+//! for wider heads four staged tiles of 32 rows do not fit NVIDIA's 48 KiB of workgroup memory,
+//! so 8 x 8 for D ≤ 256 (64 threads), 16 x 16 at D ≤ 128 where the 32 x 32 tiles do not fit, or
+//! smaller where workgroup memory is smaller (a browser's 16 KiB).
 
 use super::{bind, check_grid, kernel, mask_slot, with_mask, Storage};
 use crate::gpu::AdapterCaps;
@@ -36,12 +38,17 @@ pub enum Tile {
     D64,
     /// D ≤ 64, 32 x 32 staged in f16/bf16 (25856 bytes).
     D64H,
+    /// D ≤ 64, 32 x 32 staged in f32 with D walked in two chunks of 32 columns (26880 bytes:
+    /// within lavapipe's 32 KiB, where the tests run the chunked kernels).
+    D64C,
     /// D ≤ 64, 8 x 8 (small workgroup memory, e.g. a browser's 16 KiB).
     D64B8,
     /// D ≤ 80, 32 x 32 staged in f16/bf16 (29952 bytes: within lavapipe's 32 KiB).
     D80H,
     /// D ≤ 128, 32 x 32 staged in f16/bf16 (42240 bytes).
     D128H,
+    /// D ≤ 128, 32 x 32 staged in f32 with D walked in two chunks of 64 columns (43264 bytes).
+    D128C,
     /// D ≤ 128, 16 x 16 (35968 bytes).
     D128B16,
     /// D ≤ 128, 8 x 8.
@@ -58,11 +65,11 @@ impl Tile {
     fn candidates(d: u32, half: bool) -> &'static [Tile] {
         match (d, half) {
             (0..=32, _) => &[Tile::D32],
-            (33..=64, true) => &[Tile::D64H, Tile::D64, Tile::D64B8],
-            (33..=64, false) => &[Tile::D64, Tile::D64B8],
+            (33..=64, true) => &[Tile::D64H, Tile::D64, Tile::D64C, Tile::D64B8],
+            (33..=64, false) => &[Tile::D64, Tile::D64C, Tile::D64B8],
             (65..=80, true) => &[Tile::D80H, Tile::D128H, Tile::D128B16, Tile::D128B8],
             (81..=128, true) => &[Tile::D128H, Tile::D128B16, Tile::D128B8],
-            (65..=128, false) => &[Tile::D128B16, Tile::D128B8],
+            (65..=128, false) => &[Tile::D128C, Tile::D128B16, Tile::D128B8],
             _ => &[Tile::D256B8, Tile::D256B4],
         }
     }
@@ -107,10 +114,11 @@ impl Tile {
     /// vec4 slots per staged row (`D4`).
     pub fn d4(self) -> u64 {
         match self {
-            Tile::D32 => 8,
+            Tile::D32 | Tile::D64C => 8,
             Tile::D64 | Tile::D64H | Tile::D64B8 => 16,
             Tile::D80H => 20,
             Tile::D128H => 32,
+            Tile::D128C => 16,
             Tile::D128B16 | Tile::D128B8 => 32,
             Tile::D256B8 | Tile::D256B4 => 64,
         }
@@ -118,7 +126,7 @@ impl Tile {
     /// Query rows and keys per tile (`BT`).
     pub fn bt(self) -> u64 {
         match self {
-            Tile::D32 | Tile::D64 | Tile::D64H | Tile::D80H | Tile::D128H => 32,
+            Tile::D32 | Tile::D64 | Tile::D64H | Tile::D64C | Tile::D80H | Tile::D128H | Tile::D128C => 32,
             Tile::D128B16 => 16,
             Tile::D64B8 | Tile::D128B8 | Tile::D256B8 => 8,
             Tile::D256B4 => 4,
@@ -128,8 +136,13 @@ impl Tile {
     pub fn wide(self) -> bool {
         !matches!(
             self,
-            Tile::D32 | Tile::D64 | Tile::D64H | Tile::D80H | Tile::D128H
+            Tile::D32 | Tile::D64 | Tile::D64H | Tile::D64C | Tile::D80H | Tile::D128H | Tile::D128C
         )
+    }
+    /// Whether the chunked kernels take it (tiled_bwd_chunk_kv.wgsl / _q.wgsl: D in two chunks
+    /// of D4 vec4, a staged row holding one chunk).
+    pub fn chunked(self) -> bool {
+        matches!(self, Tile::D64C | Tile::D128C)
     }
     /// Whether its staged tiles hold f16/bf16 words (8 bytes a vec4) instead of f32 (16).
     pub fn half(self) -> bool {
@@ -163,7 +176,12 @@ impl Tile {
             None if self.wide() => {
                 (8.0 * 9.0 + self.d4() as f64 + self.bt() as f64) / self.bt() as f64
             }
-            None => BWD_LOOPS_PER_ROW_D32[which] * (d.max(32) as f64 / 32.0),
+            // The chunked kernels: phase B twice and three stagings a block, counted as twice.
+            None => {
+                BWD_LOOPS_PER_ROW_D32[which]
+                    * (d.max(32) as f64 / 32.0)
+                    * if self.chunked() { 2.0 } else { 1.0 }
+            }
         }
     }
     /// The fewest walked keys (dQ) and query rows (dK/dV) at which the pass's answer went wrong
@@ -337,6 +355,18 @@ fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> 
             "tiled_bwd_kv_out.wgsl",
             "tiled_bwd_d128h.wgsl"
         ),
+        (Fused::Kv, Tile::D64C) => k!(
+            "tiled_bwd_chunk_kv.wgsl",
+            "tiled_bwd_common.wgsl",
+            "tiled_bwd_kv_out.wgsl",
+            "tiled_bwd_d64c.wgsl"
+        ),
+        (Fused::Kv, Tile::D128C) => k!(
+            "tiled_bwd_chunk_kv.wgsl",
+            "tiled_bwd_common.wgsl",
+            "tiled_bwd_kv_out.wgsl",
+            "tiled_bwd_d128c.wgsl"
+        ),
         (Fused::Kv, Tile::D64B8) => k!(
             "tiled_bwd_wide_kv.wgsl",
             "tiled_bwd_wide.wgsl",
@@ -396,6 +426,18 @@ fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> 
             "tiled_bwd_common.wgsl",
             "tiled_bwd_q_out.wgsl",
             "tiled_bwd_d128h.wgsl"
+        ),
+        (Fused::Q, Tile::D64C) => k!(
+            "tiled_bwd_chunk_q.wgsl",
+            "tiled_bwd_common.wgsl",
+            "tiled_bwd_q_out.wgsl",
+            "tiled_bwd_d64c.wgsl"
+        ),
+        (Fused::Q, Tile::D128C) => k!(
+            "tiled_bwd_chunk_q.wgsl",
+            "tiled_bwd_common.wgsl",
+            "tiled_bwd_q_out.wgsl",
+            "tiled_bwd_d128c.wgsl"
         ),
         (Fused::Q, Tile::D64B8) => k!(
             "tiled_bwd_wide_q.wgsl",

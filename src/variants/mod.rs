@@ -674,15 +674,26 @@ pub const AUTO_RULE: &str = "the compatible variant with the lowest auto_rank in
     unfused-inplace-exp 35 < math 40: \
     the tensor-core kernels first where it runs (f16, cooperative matrices); then fewest estimated \
     bytes moved first, since attention is memory-bound and the fused kernels never write N x N), \
-    except `tiled` in training where its backward takes a tile below 32 x 32 (D > 64 on a 48 KiB \
-    adapter in f32, D > 128 in f16/bf16, any D on a smaller one: measured 2.90x slower than \
-    unfused-inplace on the H100, f32 D128, results/h100 suite of 1abd4ec), which auto passes over; naming it still \
-    runs it";
+    except `tiled` in training where its backward takes a tile below 32 x 32 (D > 128 on a 48 KiB \
+    adapter, less on a smaller one: measured 2.90x slower than unfused-inplace on the H100, f32 \
+    D128, results/h100 suite of 1abd4ec) or the chunked f32 32 x 32 tile (measured 1.8x: f32 D128 \
+    12718.8 µs on the H100, results/EXPERIMENTS.md v46-ab, against unfused-inplace's 7037.2 in the \
+    1abd4ec suite), which auto passes over; naming it still runs it";
 
 /// Why `auto` passes over a compatible plan, if it does: a training plan whose fused backward
 /// takes a small tile (config BWD_TILE below 32: `tiled`'s, the one plan that records it),
-/// measured far slower than materializing.
+/// measured far slower than materializing, or the chunked 32 x 32 tile (BWD_CHUNKED), measured
+/// 1.6x faster than the small tile but still slower than materializing.
 fn passed_over(plan: &Plan) -> Option<String> {
+    if plan.config.iter().any(|(k, _)| k == "BWD_CHUNKED") {
+        return Some(
+            "compatible, but its backward takes the chunked 32 x 32 tile (f32, D in two \
+             chunks), measured 1.8x slower than unfused-inplace on the H100 (f32 D128: 12718.8 \
+             µs, results/EXPERIMENTS.md v46-ab, against 7037.2 in results/h100's suite of \
+             1abd4ec); `--variant tiled` runs it"
+                .into(),
+        );
+    }
     let tile = plan.config.iter().find(|(k, _)| k == "BWD_TILE")?.1;
     (tile < 32.0).then(|| {
         format!(

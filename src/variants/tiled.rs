@@ -213,6 +213,9 @@ fn training(
         // `--bwd-tile`: recorded with the plan's other tile constants.
         let t = tiled_bwd::Tile::for_problem(p, caps)?;
         plan.config.push(("BWD_TILE".into(), t.bt() as f64));
+        if t.chunked() {
+            plan.config.push(("BWD_CHUNKED".into(), 1.0));
+        }
     }
     let (kv, q) = match bwd {
         Backward::Tiled => (tiled_bwd::bwd_kv(p, caps)?, tiled_bwd::bwd_q(p, caps)?),

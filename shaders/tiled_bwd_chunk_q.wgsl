@@ -1,0 +1,84 @@
+// tiled_bwd_chunk_q.wgsl — the dQ kernel of tiled_bwd_q.wgsl with the head dimension walked in two
+// chunks of D4 vec4 (the tile files and the reason: tiled_bwd_chunk_kv.wgsl). A workgroup of 128
+// threads owns 32 query rows of one head and walks the key blocks they see. Per key block:
+//   phase A, chunk by chunk: stage Q, dO (the workgroup's rows) and K, V (the block's keys) of the
+//     chunk and add its dot products to S and dP (`dots`); dS (`finish`) into workgroup memory;
+//   phase B, the last chunk first (its K still staged), then the first (K re-staged):
+//     dQ += dS·K for the chunk's columns (thread t: rows 4(t/16) .. +3, chunk column vec4
+//     t % 16; threads past D4 compute a copy and store nothing).
+// 2 x 2 + 1 + 2 barriers a key block; no register prefetch. Q and dO are staged again for every
+// key block. Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) vec4 f32, dst 4 KiB, lse_s, dl_s
+// 256 B: 39168 bytes for D4 = 16, 22784 for D4 = 8.
+
+// Bindings 1-6 (Q, K, V, dO, L, D): tiled_bwd_lib.wgsl.
+@group(0) @binding(7) var<storage, read_write> dq: array<st>;
+
+var<workgroup> qs: array<sv, 32u * RS>;
+var<workgroup> gs: array<sv, 32u * RS>;
+var<workgroup> ks: array<sv, 32u * RS>;
+var<workgroup> vs: array<sv, 32u * RS>;
+var<workgroup> dst: array<vec4<f32>, 256>;  // [key][row/4]: 32 x 8
+var<workgroup> lse_s: array<f32, 32>;
+var<workgroup> dl_s: array<f32, 32>;
+
+// dQ of this thread's 4 rows at one chunk column vec4.
+struct Grad4 {
+    q0: vec4<f32>, q1: vec4<f32>, q2: vec4<f32>, q3: vec4<f32>,
+}
+
+// Phase B over the 32 staged keys: dQ += dS·K at chunk column vec4 c4.
+fn phase_b(a: Grad4, tr: u32, c4: u32) -> Grad4 {
+    var x = a;
+    for (var j = 0u; j < BT; j++) {
+        let s4 = dst[j * 8u + tr];
+        let kr = wide(ks[j * RS + c4]);
+        x.q0 += s4.x * kr; x.q1 += s4.y * kr; x.q2 += s4.z * kr; x.q3 += s4.w * kr;
+    }
+    return x;
+}
+
+@compute @workgroup_size(128, 1, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let n = params.seq;
+    let d = head_dim();
+    let head = params.head_offset + wg.y;
+    let i0 = wg.x * BT;
+    let tr = t / 16u;
+    let tc = t % 16u;
+    let tcc = min(tc, D4 - 1u);
+    stage_stats(head, i0, t, n);
+    var lo = Grad4();  // chunk 0's columns
+    var hi = Grad4();  // chunk 1's
+    let end = causal_keys(i0 + BT);
+    for (var j0 = 0u; j0 < end; j0 += BT) {
+        var acc = Dots();
+        for (var ch = 0u; ch < 2u; ch++) {
+            // The previous chunk's (or block's) staged tiles and dS are consumed.
+            workgroupBarrier();
+            stage_chunk(true, true, head, i0, t, n, d, ch);
+            stage_chunk(false, true, head, j0, t, n, d, ch);
+            workgroupBarrier();
+            acc = dots(acc, t, D4);
+        }
+        let tile = finish(acc, head, i0, j0, t, n);
+        dst[tc * 8u + tr] = vec4<f32>(tile.ds0.x, tile.ds1.x, tile.ds2.x, tile.ds3.x);
+        dst[(tc + 16u) * 8u + tr] = vec4<f32>(tile.ds0.y, tile.ds1.y, tile.ds2.y, tile.ds3.y);
+        workgroupBarrier();
+        hi = phase_b(hi, tr, tcc);
+        workgroupBarrier();
+        stage_chunk(false, false, head, j0, t, n, d, 0u);
+        workgroupBarrier();
+        lo = phase_b(lo, tr, tcc);
+    }
+    if (tc < D4) {
+        let c_hi = tc + D4;
+        store_q(head, i0 + 4u * tr, tc, n, d, lo.q0);
+        store_q(head, i0 + 4u * tr + 1u, tc, n, d, lo.q1);
+        store_q(head, i0 + 4u * tr + 2u, tc, n, d, lo.q2);
+        store_q(head, i0 + 4u * tr + 3u, tc, n, d, lo.q3);
+        store_q(head, i0 + 4u * tr, c_hi, n, d, hi.q0);
+        store_q(head, i0 + 4u * tr + 1u, c_hi, n, d, hi.q1);
+        store_q(head, i0 + 4u * tr + 2u, c_hi, n, d, hi.q2);
+        store_q(head, i0 + 4u * tr + 3u, c_hi, n, d, hi.q3);
+    }
+}
