@@ -75,26 +75,25 @@ fn modules() -> Vec<Glsl> {
             &FORWARD_DEVICE
         };
         for shape in shapes {
-            for &rows in shape.rows {
-                for (bf16, lse) in [(false, false), (false, true), (true, false), (true, true)] {
-                    if lse && !shape.training {
-                        continue;
-                    }
-                    for (mask, drop) in opts {
-                        let name = shape.module(bf16, rows, lse, &options(mask, drop));
-                        let defines = vec![
-                            ("BF16", (bf16 as u8).to_string()),
-                            ("HEAD_D", shape.d.to_string()),
-                            ("BC", shape.bc.to_string()),
-                            ("PREFETCH", (shape.prefetch as u8).to_string()),
-                            ("ROWS", rows.to_string()),
-                            ("LSE", (lse as u8).to_string()),
-                            ("MASK", (mask as u8).to_string()),
-                            ("MASK_BINDING", (5 + lse as u8).to_string()),
-                            ("DROPOUT", (drop as u8).to_string()),
-                        ];
-                        all.push(base("tiled_coop_vk.comp", name, defines));
-                    }
+            let rows = shape.rows;
+            for (bf16, lse) in [(false, false), (false, true), (true, false), (true, true)] {
+                if lse && !shape.training {
+                    continue;
+                }
+                for (mask, drop) in opts {
+                    let name = shape.module(bf16, lse, &options(mask, drop));
+                    let defines = vec![
+                        ("BF16", (bf16 as u8).to_string()),
+                        ("HEAD_D", shape.d.to_string()),
+                        ("BC", shape.bc.to_string()),
+                        ("PREFETCH", (shape.prefetch as u8).to_string()),
+                        ("ROWS", rows.to_string()),
+                        ("LSE", (lse as u8).to_string()),
+                        ("MASK", (mask as u8).to_string()),
+                        ("MASK_BINDING", (5 + lse as u8).to_string()),
+                        ("DROPOUT", (drop as u8).to_string()),
+                    ];
+                    all.push(base("tiled_coop_vk.comp", name, defines));
                 }
             }
         }

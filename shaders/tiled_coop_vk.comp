@@ -26,10 +26,11 @@
 //   4. P = exp2(S - m) (times the dropout factor, which the row sum does not see) rounded to f16
 //      into A matrices (FlashAttention's single f16 P);
 //   5. O += P V over the KT tiles of 16 keys, DC accumulators a row tile.
-// Workgroup storage: K and V 2 x BC x (D + 8) f16: 18432 bytes at D = 64 with BC = 64, 17408 at
-// D = 128 with BC = 32, 33792 at D = 256 with BC = 32. Registers a lane, ROWS = 1: O 8 DC floats, Q 4 DC
-// words, S and P 12 KT, the prefetch BC D / 64 words: at D = 256 O and Q alone take 192, which is
-// why its build has PREFETCH = 0 and BC = 32 (src/kernels/tiled_coop_vk.rs, `KernelShape`).
+// Workgroup storage: K and V 2 x BC x (D + 8) f16: 9216 bytes at D = 64 with BC = 32 (18432 with
+// BC = 64 and ROWS = 2), 17408 at D = 128 with BC = 32, 16896 at D = 256 with BC = 16. Registers
+// a lane, ROWS = 1: O 8 DC floats, Q 4 DC words, S and P 12 KT, the prefetch BC D / 64 words: at
+// D = 256 O and Q alone take 192, which is why its build has PREFETCH = 0 and BC = 16
+// (src/kernels/tiled_coop_vk_shapes.rs).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 

@@ -30,13 +30,26 @@ use crate::tile::{TileConfig, TileKernel};
 
 include!("tiled_coop_vk_shapes.rs");
 
-/// The forward's build for `head_dim` (FORWARD_DEVICE or FORWARD_EMULATED), or why there is none.
-pub fn shape(head_dim: u32, build: Build) -> Result<ForwardShape, String> {
+/// The forward's build for `head_dim` with `rows` 16-row tiles a subgroup (FORWARD_DEVICE or
+/// FORWARD_EMULATED), or why there is none.
+pub fn shape(head_dim: u32, rows: u32, build: Build) -> Result<ForwardShape, String> {
     let shapes = match build {
-        Build::Device => &FORWARD_DEVICE,
-        Build::Emulated => &FORWARD_EMULATED,
+        Build::Device => &FORWARD_DEVICE[..],
+        Build::Emulated => &FORWARD_EMULATED[..],
     };
-    by_head_dim(shapes, |s| s.d, head_dim, "the kernel")
+    by_head_dim(shapes, |s| s.d, head_dim, "the kernel")?;
+    shapes
+        .iter()
+        .find(|s| s.d == head_dim && s.rows == rows)
+        .copied()
+        .ok_or_else(|| {
+            let have: Vec<u32> = shapes
+                .iter()
+                .filter(|s| s.d == head_dim)
+                .map(|s| s.rows)
+                .collect();
+            format!("the D = {head_dim} build has {have:?} row tiles a subgroup, not {rows}")
+        })
 }
 
 /// The build among `shapes` whose head dimension (`d`) is `head_dim`, or the refusal naming
@@ -52,7 +65,8 @@ fn by_head_dim<S: Copy>(
         .find(|s| d(s) == head_dim)
         .copied()
         .ok_or_else(|| {
-            let ds: Vec<String> = shapes.iter().map(|s| d(s).to_string()).collect();
+            let mut ds: Vec<String> = shapes.iter().map(|s| d(s).to_string()).collect();
+            ds.dedup();
             format!(
                 "{what} is compiled for D = {} (got --head-dim {head_dim})",
                 ds.join(", ")
@@ -68,7 +82,7 @@ fn by_head_dim<S: Copy>(
 /// N = [`ROWS2_FROM`] query rows where the head dimension's build has them (D = 64: at D = 128
 /// and 256 two tiles' O alone would take 128 or 256 registers a lane).
 pub fn rows(p: &Problem) -> u32 {
-    let two = shape(p.head_dim, Build::Device).is_ok_and(|s| s.rows.contains(&2));
+    let two = shape(p.head_dim, 2, Build::Device).is_ok();
     if two && p.seq >= ROWS2_FROM {
         2
     } else {
@@ -77,8 +91,8 @@ pub fn rows(p: &Problem) -> u32 {
 }
 /// The N from which [`rows`] takes two 16-row tiles a subgroup.
 pub const ROWS2_FROM: u32 = 2048;
-/// Workgroup storage of the D = 64 forward: K and V staged, 2 x 64 x (64 + 8) f16 (the kernel's
-/// header), whatever ROWS.
+/// Workgroup storage of the D = 64 forward with one row tile a subgroup: K and V staged, 2 x 32 x
+/// (64 + 8) f16 (the kernel's header).
 pub const STORAGE_D64: u64 = FORWARD_DEVICE[0].storage();
 
 const SOURCE: &str = include_str!("../../shaders/tiled_coop_vk.comp");
@@ -142,8 +156,8 @@ fn options(p: &Problem) -> String {
 /// (1 or 2): inference, or training (also writes the row logsumexp L at binding 5), with a mask
 /// bias bound last and dropout where `p` has them. The caller has run [`check`].
 pub fn shader(p: &Problem, build: Build, rows: u32) -> Shader {
-    let shape = shape(p.head_dim, build).unwrap_or_else(|e| panic!("{e}"));
-    let module = shape.module(p.dtype == DType::BF16, rows, p.backward, &options(p));
+    let shape = shape(p.head_dim, rows, build).unwrap_or_else(|e| panic!("{e}"));
+    let module = shape.module(p.dtype == DType::BF16, p.backward, &options(p));
     spirv_shader(
         "tiled_coop_vk.comp",
         SOURCE,
@@ -176,11 +190,11 @@ pub(crate) fn emulation_bytes(build: Build) -> u64 {
     }
 }
 
-/// The tile: BR = 64 `rows` query rows, key blocks of the shape's BC.
-pub const fn tile(shape: &ForwardShape, rows: u32) -> TileConfig {
+/// The tile: BR = 64 ROWS query rows, key blocks of the shape's BC.
+pub const fn tile(shape: &ForwardShape) -> TileConfig {
     TileConfig {
         kernel: TileKernel::CoopVk,
-        br: 64 * rows,
+        br: 64 * shape.rows,
         bc: shape.bc,
         d4: shape.d / 4,
         dp: 0,
@@ -296,17 +310,11 @@ fn check_problem(
     rows: u32,
 ) -> Result<ForwardShape, String> {
     dtype_check(p, caps, build)?;
-    let shape = shape(p.head_dim, build)?;
+    let shape = shape(p.head_dim, rows, build)?;
     if p.backward {
         // Training needs the L-writing build, which only the head dimensions with a backward
         // have.
         bwd_shape(p.head_dim, build)?;
-    }
-    if !shape.rows.contains(&rows) {
-        return Err(format!(
-            "the D = {} build has {:?} row tiles a subgroup, not {rows}",
-            shape.d, shape.rows
-        ));
     }
     let storage = storage(&shape, build);
     if storage > caps.max_workgroup_storage as u64 {
@@ -330,7 +338,7 @@ pub fn attention(
 ) -> Result<Dispatch, String> {
     check_binding("Q ([B, H, N, D])", super::tiled_coop::input_bytes(p), caps)?;
     let shader = shader(p, build, rows);
-    super::tiled::fused_dispatch(p, caps, shader, vec![], &tile(shape, rows))
+    super::tiled::fused_dispatch(p, caps, shader, vec![], &tile(shape))
 }
 
 /// The forward on VK_NV_cooperative_matrix2's build for `head_dim` (CM2_DEVICE), or why there

@@ -3,16 +3,16 @@
 // included both by build.rs, which compiles them, and by src/kernels/tiled_coop_vk.rs, which picks
 // one, so that the two cannot disagree.
 
-/// One build of the forward at one head dimension: keys a block (BC), whether the next block is
-/// loaded into registers while this one is computed (PREFETCH), the ROWS (16-row tiles a
-/// subgroup) it is compiled for, and whether it has training builds (LSE: also writes L), which
-/// only a head dimension with a backward build (BACKWARD_DEVICE) needs.
+/// One build of the forward at one head dimension and one ROWS (16-row tiles a subgroup): keys a
+/// block (BC), whether the next block is loaded into registers while this one is computed
+/// (PREFETCH), and whether it has training builds (LSE: also writes L), which only a head
+/// dimension with a backward build (BACKWARD_DEVICE) needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForwardShape {
     pub d: u32,
+    pub rows: u32,
     pub bc: u32,
     pub prefetch: bool,
-    pub rows: &'static [u32],
     pub training: bool,
 }
 
@@ -23,36 +23,40 @@ impl ForwardShape {
     }
 
     /// The module's name (build.rs adds `_emu` to the emulated build's): bf16 or f16 storage.
-    pub fn module(&self, bf16: bool, rows: u32, lse: bool, options: &str) -> String {
+    pub fn module(&self, bf16: bool, lse: bool, options: &str) -> String {
         format!(
-            "tiled_coop_vk{}_d{}_b{}{}_r{rows}{}{options}",
+            "tiled_coop_vk{}_d{}_b{}{}_r{}{}{options}",
             dtype_tag(bf16),
             self.d,
             self.bc,
             if self.prefetch { "" } else { "_np" },
+            self.rows,
             if lse { "_lse" } else { "" }
         )
     }
 }
 
-/// The device builds (NVIDIA's 48 KiB of workgroup memory): D = 64 with blocks of 64 keys
-/// prefetched, also with two row tiles a subgroup (long sequences); D = 128 with blocks of 32
-/// prefetched; D = 256 with blocks of 16 and no prefetch (2 x 64 x 264 f16 = 67584 bytes would not
-/// fit, and O and Q alone take 192 registers a lane there). Measured on the H100 at B8 H16 N1024
-/// causal f16 (results/EXPERIMENTS.md, v41-coop-vk-wide, v45-ab): D = 128 282.0 µs with blocks of
-/// 32 against 388.0 with 64; D = 256 753.9 µs without prefetch against 1190.1 with it, and 493.0
-/// with blocks of 16 against 744.8 with 32.
-pub const FORWARD_DEVICE: [ForwardShape; 3] = [
-    ForwardShape { d: 64, bc: 64, prefetch: true, rows: &[1, 2], training: true },
-    ForwardShape { d: 128, bc: 32, prefetch: true, rows: &[1], training: true },
-    ForwardShape { d: 256, bc: 16, prefetch: false, rows: &[1], training: true },
+/// The device builds (NVIDIA's 48 KiB of workgroup memory): D = 64 with blocks of 32 keys
+/// prefetched, and with two row tiles a subgroup (long sequences) blocks of 64; D = 128 with
+/// blocks of 32 prefetched; D = 256 with blocks of 16 and no prefetch (2 x 64 x 264 f16 = 67584
+/// bytes would not fit, and O and Q alone take 192 registers a lane there). Measured on the H100
+/// at B8 H16 causal f16 (results/EXPERIMENTS.md, v41-coop-vk-wide, v45-ab, v46-ab): D = 64 N1024
+/// 143.8 µs with blocks of 32 against 170.7 with 64, but with two row tiles at N4096 1871.2
+/// against 1727.3; D = 128 282.0 µs with blocks of 32 against 388.0 with 64 (and 307.3 with 16);
+/// D = 256 753.9 µs without prefetch against 1190.1 with it, and 493.0 with blocks of 16 against
+/// 744.8 with 32.
+pub const FORWARD_DEVICE: [ForwardShape; 4] = [
+    ForwardShape { d: 64, rows: 1, bc: 32, prefetch: true, training: true },
+    ForwardShape { d: 64, rows: 2, bc: 64, prefetch: true, training: true },
+    ForwardShape { d: 128, rows: 1, bc: 32, prefetch: true, training: true },
+    ForwardShape { d: 256, rows: 1, bc: 16, prefetch: false, training: true },
 ];
 
 /// The emulated builds (the tests', on lavapipe's 32 KiB beside the emulation's 8704 bytes): the
 /// device's shapes, which all fit there since D = 256 takes blocks of 16 (tests/coop_vk.rs,
 /// `workgroup_memory_is_read_from_the_spirv`, checks both); a device shape that does not fit
 /// lavapipe needs a list of its own here, as BACKWARD_EMULATED has.
-pub const FORWARD_EMULATED: [ForwardShape; 3] = FORWARD_DEVICE;
+pub const FORWARD_EMULATED: [ForwardShape; 4] = FORWARD_DEVICE;
 
 /// One build of the backward passes at one head dimension: rows (bwd_kv) or keys (bwd_q) a staged
 /// block (BLOCK), whether the next block is prefetched into registers (PREFETCH), the parts the

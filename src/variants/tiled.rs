@@ -134,7 +134,7 @@ fn coop_vk_plan(p: &Problem, caps: &AdapterCaps, build: Build, rows: u32) -> Res
         tiled_coop::input_bytes(p),
         d,
         tiled_coop_vk::storage(&shape, build),
-        &tiled_coop_vk::tile(&shape, rows),
+        &tiled_coop_vk::tile(&shape),
         vec![],
     );
     if build == Build::Emulated {
