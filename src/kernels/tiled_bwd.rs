@@ -126,7 +126,13 @@ impl Tile {
     /// Query rows and keys per tile (`BT`).
     pub fn bt(self) -> u64 {
         match self {
-            Tile::D32 | Tile::D64 | Tile::D64H | Tile::D64C | Tile::D80H | Tile::D128H | Tile::D128C => 32,
+            Tile::D32
+            | Tile::D64
+            | Tile::D64H
+            | Tile::D64C
+            | Tile::D80H
+            | Tile::D128H
+            | Tile::D128C => 32,
             Tile::D128B16 => 16,
             Tile::D64B8 | Tile::D128B8 | Tile::D256B8 => 8,
             Tile::D256B4 => 4,
@@ -136,7 +142,13 @@ impl Tile {
     pub fn wide(self) -> bool {
         !matches!(
             self,
-            Tile::D32 | Tile::D64 | Tile::D64H | Tile::D64C | Tile::D80H | Tile::D128H | Tile::D128C
+            Tile::D32
+                | Tile::D64
+                | Tile::D64H
+                | Tile::D64C
+                | Tile::D80H
+                | Tile::D128H
+                | Tile::D128C
         )
     }
     /// Whether the chunked kernels take it (tiled_bwd_chunk_kv.wgsl / _q.wgsl: D in two chunks
