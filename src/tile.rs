@@ -129,7 +129,7 @@ pub enum TileKernel {
     /// of 16.
     Coop,
     /// tiled_coop_vk.comp (SPIR-V, Vulkan): cooperative matrices with the softmax in registers,
-    /// 64 or 128 rows (its ROWS), key blocks of 64.
+    /// 64 or 128 rows (its ROWS), key blocks of BC (16 to 64 by head dimension and ROWS).
     CoopVk,
     /// tiled_cm2.comp (SPIR-V, Vulkan, VK_NV_cooperative_matrix2): workgroup-scope matrices, BR
     /// rows, key blocks of BC; the driver stages them in workgroup memory of its own.
