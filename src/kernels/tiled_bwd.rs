@@ -138,18 +138,9 @@ impl Tile {
             Tile::D256B4 => 4,
         }
     }
-    /// Whether tiled_bwd_wide.wgsl's kernels take it.
+    /// Whether tiled_bwd_wide.wgsl's kernels take it: every tile below 32 x 32.
     pub fn wide(self) -> bool {
-        !matches!(
-            self,
-            Tile::D32
-                | Tile::D64
-                | Tile::D64H
-                | Tile::D64C
-                | Tile::D80H
-                | Tile::D128H
-                | Tile::D128C
-        )
+        self.bt() < 32
     }
     /// Whether the chunked kernels take it (tiled_bwd_chunk_kv.wgsl / _q.wgsl: D in two chunks
     /// of D4 vec4, a staged row holding one chunk).
