@@ -317,161 +317,70 @@ pub fn bwd_q(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
 
 /// The composed kernel of pass `which` at width `w`.
 fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> Shader {
+    // One kernel family per tile kind: its entry files (dK/dV, dQ) and shared tile code; the tile
+    // file (the last part) sets the widths. Each arm composes the pass `which` asks for.
     macro_rules! k {
-        ($main:literal, $tile:literal, $out:literal, $width:literal) => {
-            kernel!(
-                $main + $tile + $out + "tiled_bwd_lib.wgsl" + $width,
-                st,
-                slot,
-                dropout = drop
+        ($kv:literal, $q:literal, $common:literal, $width:literal) => {
+            match which {
+                Fused::Kv => kernel!(
+                    $kv + $common + "tiled_bwd_kv_out.wgsl" + "tiled_bwd_lib.wgsl" + $width,
+                    st,
+                    slot,
+                    dropout = drop
+                ),
+                Fused::Q => kernel!(
+                    $q + $common + "tiled_bwd_q_out.wgsl" + "tiled_bwd_lib.wgsl" + $width,
+                    st,
+                    slot,
+                    dropout = drop
+                ),
+            }
+        };
+    }
+    // The 32 x 32 tiles with whole rows staged, with D in two chunks, and the small tiles.
+    macro_rules! narrow {
+        ($width:literal) => {
+            k!(
+                "tiled_bwd_kv.wgsl",
+                "tiled_bwd_q.wgsl",
+                "tiled_bwd_common.wgsl",
+                $width
             )
         };
     }
-    match (which, t) {
-        (Fused::Kv, Tile::D32) => k!(
-            "tiled_bwd_kv.wgsl",
-            "tiled_bwd_common.wgsl",
-            "tiled_bwd_kv_out.wgsl",
-            "tiled_bwd_d32.wgsl"
-        ),
-        (Fused::Kv, Tile::D64) => k!(
-            "tiled_bwd_kv.wgsl",
-            "tiled_bwd_common.wgsl",
-            "tiled_bwd_kv_out.wgsl",
-            "tiled_bwd_d64.wgsl"
-        ),
-        (Fused::Kv, Tile::D64H) => k!(
-            "tiled_bwd_kv.wgsl",
-            "tiled_bwd_common.wgsl",
-            "tiled_bwd_kv_out.wgsl",
-            "tiled_bwd_d64h.wgsl"
-        ),
-        (Fused::Kv, Tile::D80H) => k!(
-            "tiled_bwd_kv.wgsl",
-            "tiled_bwd_common.wgsl",
-            "tiled_bwd_kv_out.wgsl",
-            "tiled_bwd_d80h.wgsl"
-        ),
-        (Fused::Kv, Tile::D128H) => k!(
-            "tiled_bwd_kv.wgsl",
-            "tiled_bwd_common.wgsl",
-            "tiled_bwd_kv_out.wgsl",
-            "tiled_bwd_d128h.wgsl"
-        ),
-        (Fused::Kv, Tile::D64C) => k!(
-            "tiled_bwd_chunk_kv.wgsl",
-            "tiled_bwd_common.wgsl",
-            "tiled_bwd_kv_out.wgsl",
-            "tiled_bwd_d64c.wgsl"
-        ),
-        (Fused::Kv, Tile::D128C) => k!(
-            "tiled_bwd_chunk_kv.wgsl",
-            "tiled_bwd_common.wgsl",
-            "tiled_bwd_kv_out.wgsl",
-            "tiled_bwd_d128c.wgsl"
-        ),
-        (Fused::Kv, Tile::D64B8) => k!(
-            "tiled_bwd_wide_kv.wgsl",
-            "tiled_bwd_wide.wgsl",
-            "tiled_bwd_kv_out.wgsl",
-            "tiled_bwd_d64_b8.wgsl"
-        ),
-        (Fused::Kv, Tile::D128B16) => k!(
-            "tiled_bwd_wide_kv.wgsl",
-            "tiled_bwd_wide.wgsl",
-            "tiled_bwd_kv_out.wgsl",
-            "tiled_bwd_d128_b16.wgsl"
-        ),
-        (Fused::Kv, Tile::D128B8) => k!(
-            "tiled_bwd_wide_kv.wgsl",
-            "tiled_bwd_wide.wgsl",
-            "tiled_bwd_kv_out.wgsl",
-            "tiled_bwd_d128_b8.wgsl"
-        ),
-        (Fused::Kv, Tile::D256B8) => k!(
-            "tiled_bwd_wide_kv.wgsl",
-            "tiled_bwd_wide.wgsl",
-            "tiled_bwd_kv_out.wgsl",
-            "tiled_bwd_d256_b8.wgsl"
-        ),
-        (Fused::Kv, Tile::D256B4) => k!(
-            "tiled_bwd_wide_kv.wgsl",
-            "tiled_bwd_wide.wgsl",
-            "tiled_bwd_kv_out.wgsl",
-            "tiled_bwd_d256_b4.wgsl"
-        ),
-        (Fused::Q, Tile::D32) => k!(
-            "tiled_bwd_q.wgsl",
-            "tiled_bwd_common.wgsl",
-            "tiled_bwd_q_out.wgsl",
-            "tiled_bwd_d32.wgsl"
-        ),
-        (Fused::Q, Tile::D64) => k!(
-            "tiled_bwd_q.wgsl",
-            "tiled_bwd_common.wgsl",
-            "tiled_bwd_q_out.wgsl",
-            "tiled_bwd_d64.wgsl"
-        ),
-        (Fused::Q, Tile::D64H) => k!(
-            "tiled_bwd_q.wgsl",
-            "tiled_bwd_common.wgsl",
-            "tiled_bwd_q_out.wgsl",
-            "tiled_bwd_d64h.wgsl"
-        ),
-        (Fused::Q, Tile::D80H) => k!(
-            "tiled_bwd_q.wgsl",
-            "tiled_bwd_common.wgsl",
-            "tiled_bwd_q_out.wgsl",
-            "tiled_bwd_d80h.wgsl"
-        ),
-        (Fused::Q, Tile::D128H) => k!(
-            "tiled_bwd_q.wgsl",
-            "tiled_bwd_common.wgsl",
-            "tiled_bwd_q_out.wgsl",
-            "tiled_bwd_d128h.wgsl"
-        ),
-        (Fused::Q, Tile::D64C) => k!(
-            "tiled_bwd_chunk_q.wgsl",
-            "tiled_bwd_common.wgsl",
-            "tiled_bwd_q_out.wgsl",
-            "tiled_bwd_d64c.wgsl"
-        ),
-        (Fused::Q, Tile::D128C) => k!(
-            "tiled_bwd_chunk_q.wgsl",
-            "tiled_bwd_common.wgsl",
-            "tiled_bwd_q_out.wgsl",
-            "tiled_bwd_d128c.wgsl"
-        ),
-        (Fused::Q, Tile::D64B8) => k!(
-            "tiled_bwd_wide_q.wgsl",
-            "tiled_bwd_wide.wgsl",
-            "tiled_bwd_q_out.wgsl",
-            "tiled_bwd_d64_b8.wgsl"
-        ),
-        (Fused::Q, Tile::D128B16) => k!(
-            "tiled_bwd_wide_q.wgsl",
-            "tiled_bwd_wide.wgsl",
-            "tiled_bwd_q_out.wgsl",
-            "tiled_bwd_d128_b16.wgsl"
-        ),
-        (Fused::Q, Tile::D128B8) => k!(
-            "tiled_bwd_wide_q.wgsl",
-            "tiled_bwd_wide.wgsl",
-            "tiled_bwd_q_out.wgsl",
-            "tiled_bwd_d128_b8.wgsl"
-        ),
-        (Fused::Q, Tile::D256B8) => k!(
-            "tiled_bwd_wide_q.wgsl",
-            "tiled_bwd_wide.wgsl",
-            "tiled_bwd_q_out.wgsl",
-            "tiled_bwd_d256_b8.wgsl"
-        ),
-        (Fused::Q, Tile::D256B4) => k!(
-            "tiled_bwd_wide_q.wgsl",
-            "tiled_bwd_wide.wgsl",
-            "tiled_bwd_q_out.wgsl",
-            "tiled_bwd_d256_b4.wgsl"
-        ),
+    macro_rules! chunked {
+        ($width:literal) => {
+            k!(
+                "tiled_bwd_chunk_kv.wgsl",
+                "tiled_bwd_chunk_q.wgsl",
+                "tiled_bwd_common.wgsl",
+                $width
+            )
+        };
+    }
+    macro_rules! wide {
+        ($width:literal) => {
+            k!(
+                "tiled_bwd_wide_kv.wgsl",
+                "tiled_bwd_wide_q.wgsl",
+                "tiled_bwd_wide.wgsl",
+                $width
+            )
+        };
+    }
+    match t {
+        Tile::D32 => narrow!("tiled_bwd_d32.wgsl"),
+        Tile::D64 => narrow!("tiled_bwd_d64.wgsl"),
+        Tile::D64H => narrow!("tiled_bwd_d64h.wgsl"),
+        Tile::D80H => narrow!("tiled_bwd_d80h.wgsl"),
+        Tile::D128H => narrow!("tiled_bwd_d128h.wgsl"),
+        Tile::D64C => chunked!("tiled_bwd_d64c.wgsl"),
+        Tile::D128C => chunked!("tiled_bwd_d128c.wgsl"),
+        Tile::D64B8 => wide!("tiled_bwd_d64_b8.wgsl"),
+        Tile::D128B16 => wide!("tiled_bwd_d128_b16.wgsl"),
+        Tile::D128B8 => wide!("tiled_bwd_d128_b8.wgsl"),
+        Tile::D256B8 => wide!("tiled_bwd_d256_b8.wgsl"),
+        Tile::D256B4 => wide!("tiled_bwd_d256_b4.wgsl"),
     }
 }
 
