@@ -13,6 +13,16 @@
 // allowed key, whose L is +inf) and dS = P ∘ (dP - D)·scale; with dropout (factors Z) the P of dV
 // is P ∘ Z and dS = P ∘ (dP ∘ Z - D)·scale (D = rowsum(dO ∘ O) is unchanged: O holds the drops).
 
+// The staged tiles every kernel of this tile declares (the entry files add their own P / dS
+// tiles): Q and dO rows ([row][d/4], or of one chunk of d in the chunked kernels), K and V rows
+// ([key][d/4]), and the rows' L and D.
+var<workgroup> qs: array<sv, 32u * RS>;
+var<workgroup> gs: array<sv, 32u * RS>;
+var<workgroup> ks: array<sv, 32u * RS>;
+var<workgroup> vs: array<sv, 32u * RS>;
+var<workgroup> lse_s: array<f32, 32>;
+var<workgroup> dl_s: array<f32, 32>;
+
 // P and dS of this thread's 4 rows x 2 keys: p<r> / ds<r> = (key tc, key tc + 16) of row 4tr + r.
 // Named registers, not arrays indexed in loops, so that no driver puts them in local memory.
 struct Tile {

@@ -16,14 +16,8 @@
 @group(0) @binding(7) var<storage, read_write> dk: array<st>;
 @group(0) @binding(8) var<storage, read_write> dv: array<st>;
 
-var<workgroup> qs: array<sv, 32u * RS>;   // [row][d/4]: 32 x 16
-var<workgroup> gs: array<sv, 32u * RS>;
-var<workgroup> ks: array<sv, 32u * RS>;   // [key][d/4]
-var<workgroup> vs: array<sv, 32u * RS>;
 var<workgroup> ps: array<vec4<f32>, 256>;   // [row][key/4]: 32 x 8
 var<workgroup> dss: array<vec4<f32>, 256>;
-var<workgroup> lse_s: array<f32, 32>;
-var<workgroup> dl_s: array<f32, 32>;
 
 @compute @workgroup_size(128, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {

@@ -13,13 +13,7 @@
 // Bindings 1-6 (Q, K, V, dO, L, D): tiled_bwd_lib.wgsl.
 @group(0) @binding(7) var<storage, read_write> dq: array<st>;
 
-var<workgroup> qs: array<sv, 32u * RS>;
-var<workgroup> gs: array<sv, 32u * RS>;
-var<workgroup> ks: array<sv, 32u * RS>;
-var<workgroup> vs: array<sv, 32u * RS>;
 var<workgroup> dst: array<vec4<f32>, 256>;  // [key][row/4]: 32 x 8
-var<workgroup> lse_s: array<f32, 32>;
-var<workgroup> dl_s: array<f32, 32>;
 
 @compute @workgroup_size(128, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
