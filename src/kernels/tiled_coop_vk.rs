@@ -334,10 +334,9 @@ pub fn attention(
     caps: &AdapterCaps,
     build: Build,
     shape: &ForwardShape,
-    rows: u32,
 ) -> Result<Dispatch, String> {
     check_binding("Q ([B, H, N, D])", super::tiled_coop::input_bytes(p), caps)?;
-    let shader = shader(p, build, rows);
+    let shader = shader(p, build, shape.rows);
     super::tiled::fused_dispatch(p, caps, shader, vec![], &tile(shape))
 }
 

@@ -128,7 +128,7 @@ pub fn build_coop_vk_emulated(p: &Problem, caps: &AdapterCaps, rows: u32) -> Res
 
 fn coop_vk_plan(p: &Problem, caps: &AdapterCaps, build: Build, rows: u32) -> Result<Plan, String> {
     let shape = tiled_coop_vk::check(p, caps, build, rows)?;
-    let d = tiled_coop_vk::attention(p, caps, build, &shape, rows)?;
+    let d = tiled_coop_vk::attention(p, caps, build, &shape)?;
     let mut plan = fused_plan(
         p,
         tiled_coop::input_bytes(p),
