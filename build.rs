@@ -124,14 +124,17 @@ fn modules() -> Vec<Glsl> {
         }
         for bf16 in [false, true] {
             for qk in [true, false] {
-                for d in GEMM_HEAD_DIMS {
-                    let name = gemm_module(bf16, qk, d);
-                    let defines = vec![
-                        ("BF16", (bf16 as u8).to_string()),
-                        ("QK", (qk as u8).to_string()),
-                        ("HEAD_D", d.to_string()),
-                    ];
-                    all.push(base("gemm_coop_vk.comp", name, defines));
+                for half in [false, true] {
+                    for d in GEMM_HEAD_DIMS {
+                        let name = gemm_module(bf16, qk, half, d);
+                        let defines = vec![
+                            ("BF16", (bf16 as u8).to_string()),
+                            ("QK", (qk as u8).to_string()),
+                            ("SH", (half as u8).to_string()),
+                            ("HEAD_D", d.to_string()),
+                        ];
+                        all.push(base("gemm_coop_vk.comp", name, defines));
+                    }
                 }
             }
         }

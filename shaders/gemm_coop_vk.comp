@@ -7,6 +7,9 @@
 //   QK = 1:  S[z, i, j] = sum_d Q[h, i, d] K[kvh, j, d]   (f32 scores, as qk.wgsl writes them)
 //   QK = 0:  O[h, i, c] = sum_j P[z, i, j] V[kvh, j, c]   (P f32, rounded to the storage dtype as
 //            it is staged: FlashAttention's single P; O in the storage dtype)
+// and for SH = 1 (half scores) S and P in the storage dtype instead of f32, as PyTorch's naive path
+// keeps them in f16 / bf16 (the WGSL steps between then read them through scores_f16.wgsl or
+// scores_bf16.wgsl): S rounded as it is written, P staged as it is read.
 // where h = head_offset + z is the global head of chunk slot z and kvh its K/V head.
 //
 // A workgroup of 128 invocations (four 32-wide subgroups) owns 64 rows; subgroup s owns rows
@@ -31,16 +34,28 @@
 
 #define MASK 0
 #define DROPOUT 0
+#ifndef SH
+#define SH 0
+#endif
 #include "coop_vk_common.glsl"
+
+// The stored form of four scores (SVEC) and a vec4 as that form (TO_SVEC).
+#if SH
+#define SVEC ELEM4
+#define TO_SVEC(x) TO_ELEM4(x)
+#else
+#define SVEC vec4
+#define TO_SVEC(x) (x)
+#endif
 
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
 
 #if QK
 layout(set = 0, binding = 1, std430) readonly buffer QBuf { ELEM q[]; };
 layout(set = 0, binding = 2, std430) readonly buffer KBuf { ELEM4 k4[]; };
-layout(set = 0, binding = 3, std430) buffer SBuf { vec4 s4[]; };
+layout(set = 0, binding = 3, std430) buffer SBuf { SVEC s4[]; };
 #else
-layout(set = 0, binding = 1, std430) readonly buffer PBuf { vec4 p4[]; };
+layout(set = 0, binding = 1, std430) readonly buffer PBuf { SVEC p4[]; };
 layout(set = 0, binding = 2, std430) readonly buffer VBuf { ELEM4 v4[]; };
 layout(set = 0, binding = 3, std430) buffer OBuf { ELEM2 o2[]; };
 #endif
@@ -131,11 +146,12 @@ void main() {
         if (row < n && col < m) {
             const uint e = sb + row * m + col;
             if ((m & 3u) == 0u) {
-                s4[e / 4u] = val;
+                s4[e / 4u] = TO_SVEC(val);
             } else {
+                // (f32 scores only: the host keeps 16-bit scores to M % 4 = 0)
                 [[unroll]] for (uint c = 0; c < 4; c++) {
                     if (col + c < m) {
-                        s4[(e + c) / 4u][(e + c) % 4u] = val[c];
+                        s4[(e + c) / 4u][(e + c) % 4u] = TO_SVEC(val)[c];
                     }
                 }
             }
@@ -149,14 +165,14 @@ void main() {
     const uint pb = z * n * m;
     for (uint j0 = 0; j0 < m; j0 += BK) {
         barrier();  // the previous block's readers are done
-        // P: 64 rows x 8 words, 4 a thread (0 past N or M), rounded to the storage dtype.
+        // P: 64 rows x 8 words, 4 a thread (0 past N or M), rounded to the storage dtype (SH: stored so).
         [[unroll]] for (uint it = 0; it < 4; it++) {
             const uint w = t + 128u * it;
             const uint r = w / 8u;
             const uint c4 = w % 8u;
             const uint row = wr0 + r;
             const uint col = j0 + 4u * c4;
-            vec4 x = vec4(0.0);
+            SVEC x = TO_SVEC(vec4(0.0));
             if (row < n && col < m) {
                 const uint e = pb + row * m + col;
                 if ((m & 3u) == 0u) {
@@ -169,7 +185,11 @@ void main() {
                     }
                 }
             }
+#if SH
+            sh_p[r * PP4 + c4] = x;  // already in the storage dtype
+#else
             sh_p[r * PP4 + c4] = TO_ELEM4(x);
+#endif
         }
         // V: 32 keys x D / 4 words (0 past M).
         [[unroll]] for (uint it = 0; it < BK * D4 / 128u; it++) {

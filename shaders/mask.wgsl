@@ -12,10 +12,11 @@
 // prelude shaders/mask_bias.wgsl, binding 2) `in_place` adds the normalized bias to every score:
 // one read of the bias and a read + write of S. S holds this dispatch's chunk of heads only.
 
-// Both kernels move one vec4 per thread (buffers are padded to 16 bytes by the runner).
+// Every kernel moves words of four scores (`sw`, from the scores prelude scores_*.wgsl: f32 or
+// 16 bits), one per thread (buffers are padded to 16 bytes by the runner).
 
-@group(0) @binding(1) var<storage, read_write> s: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> s_out: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> s: array<sw>;
+@group(0) @binding(2) var<storage, read_write> s_out: array<sw>;
 
 fn total4() -> u32 {
     return (params.heads * params.seq * params.kv_seq + 3u) / 4u;
@@ -75,11 +76,11 @@ fn in_place(
                 bv[c] = bias(f + c);
             }
         }
-        s[idx] = select(s[idx] + bv, vec4<f32>(neg_inf()), b);
+        s[idx] = s_narrow(select(s_wide(s[idx]) + bv, vec4<f32>(neg_inf()), b));
     } else if (all(b)) {
-        s[idx] = vec4<f32>(neg_inf());          // wholly above the diagonal: write, no read
+        s[idx] = s_narrow(vec4<f32>(neg_inf())); // wholly above the diagonal: write, no read
     } else if (any(b)) {
-        s[idx] = select(s[idx], vec4<f32>(neg_inf()), b); // straddles it: read-modify-write
+        s[idx] = s_narrow(select(s_wide(s[idx]), vec4<f32>(neg_inf()), b)); // straddles it
     }
 }
 
@@ -97,7 +98,7 @@ fn causal_rows(
 ) {
     let n = params.seq;
     let m4 = params.kv_seq / 4u;
-    let ninf = vec4<f32>(neg_inf());
+    let ninf = s_narrow(vec4<f32>(neg_inf()));
     let first = linear_group(wg, nwg) * ROWS;
     for (var row = first; row < min(first + ROWS, params.heads * n); row++) {
         // Keys 0 .. keep-1 take part in this row (causal_keys: the diagonal, offset and clamped).
@@ -109,7 +110,7 @@ fn causal_rows(
                 s[idx] = ninf;  // wholly above the diagonal: write, no read
             } else {
                 let b = (vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u)) >= vec4<u32>(keep);
-                s[idx] = select(s[idx], ninf, b);
+                s[idx] = s_narrow(select(s_wide(s[idx]), vec4<f32>(neg_inf()), b));
             }
         }
     }

@@ -1,9 +1,9 @@
 // softmax4.wgsl — softmax.wgsl for N % 4 == 0: the same two passes (online max and sum, then
 // normalize), with 16-byte loads and stores and 64 threads per row, four rows per workgroup: a
 // quarter of the instructions and of the barrier levels of softmax.wgsl. A row of all -inf gives
-// NaN, as a plain softmax does.
+// NaN, as a plain softmax does. Scores are words of four (`sw`, scores_*.wgsl): f32 or 16 bits.
 
-@group(0) @binding(1) var<storage, read_write> s: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> s: array<sw>;
 
 const TPR: u32 = 64u;  // threads per row
 var<workgroup> red_m: array<f32, 256>;
@@ -27,7 +27,7 @@ fn main(
     var l = 0.0;
     if (live) {
         for (var c = lt; c < n4; c += TPR) {
-            let x = s[base + c];
+            let x = s_wide(s[base + c]);
             let mx = max(max(x.x, x.y), max(x.z, x.w));
             if (mx > ninf) {
                 let nm = max(m, mx);
@@ -51,7 +51,7 @@ fn main(
     let inv = 1.0 / red_l[seg * TPR];
     if (live) {
         for (var c = lt; c < n4; c += TPR) {
-            s[base + c] = exp(s[base + c] - vec4<f32>(mr)) * inv;
+            s[base + c] = s_narrow(exp(s_wide(s[base + c]) - vec4<f32>(mr)) * inv);
         }
     }
 }

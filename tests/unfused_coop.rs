@@ -48,14 +48,40 @@ fn the_plan_is_unfused_inplace_with_the_products_on_matrices() {
         assert_eq!(d.shader.file, "gemm_coop_vk.comp");
         assert!(d.shader.tag.ends_with("_d128"), "{}", d.shader.tag);
     }
-    // Same traffic and work as the scalar products: only where they run differs.
-    for i in [0, 4] {
+    // The same work as the scalar products; in inference with M % 4 == 0 the scores are kept in
+    // f16 (as PyTorch's naive path keeps them), so every step moves half the score bytes.
+    for i in 0..5 {
         assert_eq!(plan.dispatches[i].flops, scalar.dispatches[i].flops);
+    }
+    let nn = 4 * 100 * 100;
+    assert_eq!(plan.dispatches[0].writes_bytes, nn * 2);
+    assert_eq!(scalar.dispatches[0].writes_bytes, nn * 4);
+    for i in [1, 3] {
         assert_eq!(
-            plan.dispatches[i].writes_bytes,
-            scalar.dispatches[i].writes_bytes
+            plan.dispatches[i].reads_bytes,
+            nn * 2,
+            "{}",
+            plan.dispatches[i].name
+        );
+        assert_eq!(
+            2 * plan.dispatches[i].reads_bytes,
+            scalar.dispatches[i].reads_bytes
         );
     }
+    assert_eq!(
+        plan.dispatches[4].reads_bytes + nn * 2,
+        scalar.dispatches[4].reads_bytes
+    );
+    let s = plan.buffers.iter().find(|b| b.name == "S").unwrap();
+    assert_eq!(s.bytes, nn * 2);
+    for i in 1..4 {
+        assert!(
+            plan.dispatches[i].shader.file.ends_with("+scores_f16.wgsl"),
+            "{}",
+            plan.dispatches[i].shader.file
+        );
+    }
+    assert!(plan.notes.iter().any(|n| n.contains("S and P kept in f16")));
     let q = plan.buffers.iter().find(|b| b.name == "Q").unwrap();
     assert_eq!(q.bytes, p.qkv_bytes() + gemm_coop_vk::PAD_ROWS * 128 * 2);
     // The workgroup memory the check counts is what each product's SPIR-V declares (qk: S's four
@@ -70,6 +96,34 @@ fn the_plan_is_unfused_inplace_with_the_products_on_matrices() {
         );
     }
     assert_eq!(gemm_coop_vk::storage(true, 128), 17408 + 5120);
+}
+
+#[test]
+fn the_scores_stay_f32_where_a_step_needs_them_so_and_the_plan_says_why() {
+    let caps = common::matrix_adapter();
+    let f32_because = |p: &Problem, why: &str| {
+        let plan = variants::plan("unfused-coop", p, &caps).unwrap();
+        let s = plan.buffers.iter().find(|b| b.name == "S").unwrap();
+        assert_eq!(s.bytes, p.bh() * p.seq as u64 * p.kv_seq as u64 * 4);
+        assert!(
+            plan.notes
+                .iter()
+                .any(|n| n.contains("kept in f32") && n.contains(why)),
+            "{why}: {:?}",
+            plan.notes
+        );
+        assert!(plan.dispatches[1].shader.file.ends_with("+scores_f32.wgsl"));
+    };
+    let mut p = f16(2, 64, 64, true);
+    p.backward = true;
+    f32_because(&p, "backward");
+    let mut p = f16(2, 64, 64, true);
+    p.dropout = 0.1;
+    f32_because(&p, "dropout");
+    f32_because(&f16(2, 70, 64, true), "M % 4 == 0");
+    // unfused-inplace keeps f32 scores in every dtype.
+    let plan = variants::plan("unfused-inplace", &f16(2, 64, 64, true), &caps).unwrap();
+    assert!(plan.notes[0].contains("(f32 scores)"), "{}", plan.notes[0]);
 }
 
 #[test]
@@ -92,9 +146,14 @@ fn refusals_name_their_reason() {
     let plan = variants::plan("unfused-coop", &p, &bf).unwrap();
     let tags: Vec<&str> = plan.dispatches.iter().map(|d| d.shader.tag).collect();
     assert!(
-        tags.contains(&"gemm_coop_vk_bf16_qk_d64") && tags.contains(&"gemm_coop_vk_bf16_pv_d64"),
+        tags.contains(&"gemm_coop_vk_bf16_qk_sh_d64")
+            && tags.contains(&"gemm_coop_vk_bf16_pv_sh_d64"),
         "{tags:?}"
     );
+    assert!(plan.dispatches[3]
+        .shader
+        .file
+        .ends_with("+scores_bf16.wgsl"));
     p.dtype = DType::F32;
     assert!(why(&p, &caps).contains("f32"), "{}", why(&p, &caps));
     let p = f16(2, 64, 80, true);
@@ -141,7 +200,8 @@ fn the_products_pass_on_emulated_matrices_at_every_head_dim() {
         // M % 4 = 2 and 1: S and P word by word.
         emulated_passes(&f16(2, 70, d, true));
         emulated_passes(&f16(1, 33, d, false));
-        // M % 4 = 0: S written and P read as 16-byte words; a partial row tile and key block.
+        // M % 4 = 0: S written and P read as 8-byte words of four f16 scores; a partial row
+        // tile and key block.
         emulated_passes(&f16(1, 100, d, true));
     }
 }
@@ -158,7 +218,7 @@ fn the_bf16_products_pass_on_emulated_matrices() {
         assert_eq!(qk.shader.tag, format!("gemm_coop_vk_bf16_qk_d{d}_emu"));
         emulated_passes(&p);
     }
-    // M % 4 = 0: S written and P read as 16-byte words, P rounded to bf16 as it is staged.
+    // M % 4 = 0: S and P kept in bf16 (written and read as 8-byte words).
     let mut p = f16(1, 100, 128, true);
     p.dtype = DType::BF16;
     emulated_passes(&p);
@@ -186,6 +246,17 @@ fn the_products_pass_on_emulated_matrices_with_gqa_masks_dropout_and_training() 
     normalize(&mut p, &mut x, Some(&user), Convention::Sdpa, Some(&[11])).unwrap();
     assert!(p.mask.bias.is_some());
     emulated_passes_on(&p, &x);
+    // The same with M % 4 = 0: the mask's bias added to f16 scores; and GQA causal over them.
+    let mut p = f16(2, 50, 64, false);
+    p.kv_seq = 24;
+    let mut x = Inputs::generate(&p);
+    let user = common::random_mask(&mut rng, &p, true);
+    normalize(&mut p, &mut x, Some(&user), Convention::Sdpa, Some(&[13])).unwrap();
+    emulated_passes_on(&p, &x);
+    let mut p = f16(4, 24, 64, true);
+    p.kv_seq = 96;
+    p.kv_heads = 2;
+    emulated_passes(&p);
     // Dropout in inference (in place on P), then the training step (out of place, scalar backward).
     let mut p = f16(2, 40, 64, true);
     p.dropout = 0.2;

@@ -6,17 +6,18 @@
 //!
 //! | dispatch | what                                                                   |
 //! |----------|------------------------------------------------------------------------|
-//! | `qk`     | S (f32) = Q·Kᵀ: a workgroup per 64 rows x 64 keys, K staged 32 columns at a time, f16 or bf16 products, f32 sums; S leaves through workgroup memory as whole rows of 16-byte words |
+//! | `qk`     | S = Q·Kᵀ: a workgroup per 64 rows x 64 keys, K staged 32 columns at a time, f16 or bf16 products, f32 sums; S leaves through workgroup memory as whole rows of 16-byte words (f32) or 8-byte ones (16-bit scores) |
 //! | `pv`     | O = P·V: a workgroup per 64 rows; blocks of 32 keys of P (rounded to the storage dtype) and V staged in workgroup memory |
 //!
 //! They take the places of qk.wgsl and pv.wgsl in `unfused-inplace`'s plan: the same five
-//! dispatches, the N x N scores in f32 between them.
+//! dispatches, the N x N scores between them in f32 or ([`Scores`], `SH` in the shader) in the
+//! storage dtype, as PyTorch's naive path keeps them.
 
 use super::tiled_coop_vk::{
     adapter_check, dtype_check, emulation_bytes, gemm_module, spirv_shader, tail, Build,
     GEMM_HEAD_DIMS,
 };
-use super::{bind, check_grid, Storage};
+use super::{bind, check_grid, Scores, Storage};
 use crate::gpu::AdapterCaps;
 use crate::plan::{Access, Dispatch, Params, Phase, Shader};
 use crate::problem::Problem;
@@ -75,11 +76,12 @@ pub fn check(p: &Problem, caps: &AdapterCaps, build: Build) -> Result<(), String
     Ok(())
 }
 
-fn shader(qk: bool, d: u32, bf16: bool, build: Build) -> Shader {
+fn shader(qk: bool, d: u32, st: Storage, sc: Scores, build: Build) -> Shader {
+    let module = gemm_module(st == Storage::Bf16, qk, sc != Scores::F32, d);
     spirv_shader(
         "gemm_coop_vk.comp",
         SOURCE,
-        &format!("{}{}", gemm_module(bf16, qk, d), tail(build)),
+        &format!("{module}{}", tail(build)),
     )
 }
 
@@ -140,10 +142,11 @@ fn dispatch(
     }
 }
 
-/// `qk`: S (`[count, N, M]` f32) = Q·Kᵀ for the chunk of heads in `params`, Q and K in storage
-/// `st` (f16 or bf16).
+/// `qk`: S (`[count, N, M]`, stored as `sc` says) = Q·Kᵀ for the chunk of heads in `params`, Q and
+/// K in storage `st` (f16 or bf16).
 pub fn qk(
     st: Storage,
+    sc: Scores,
     params: Params,
     bufs: [&str; 3],
     caps: &AdapterCaps,
@@ -155,27 +158,33 @@ pub fn qk(
         true,
         params,
         bufs,
-        shader(true, params.head_dim, st == Storage::Bf16, build),
+        shader(true, params.head_dim, st, sc, build),
         [
             check_grid("M / 64 key tiles", m.div_ceil(TILE), caps)?,
             check_grid("N / 64 row tiles", n.div_ceil(TILE), caps)?,
             check_grid("heads of the chunk", count, caps)?,
         ],
         count * (n + m) * d * 2,
-        count * n * m * 4,
+        count * n * m * sc.bytes(),
         4 + d / QK_CHUNK * (1 + 4 + 4 + QK_CHUNK / 16 * (1 + load + 4 * (1 + load + mma)))
             + 4 * (1 + load)
             + 8 * 5
             + 4,
-        "S = Q·Kᵀ on cooperative matrices (f16 or bf16 products, f32 sums), all N x M scores, \
-         K staged in chunks of 32 columns, S written as rows of 16-byte words",
+        if sc == Scores::F32 {
+            "S = Q·Kᵀ on cooperative matrices (f16 or bf16 products, f32 sums), all N x M scores, \
+             K staged in chunks of 32 columns, S written in f32 as rows of 16-byte words"
+        } else {
+            "S = Q·Kᵀ on cooperative matrices (f16 or bf16 products, f32 sums), all N x M scores, \
+             K staged in chunks of 32 columns, S rounded to the storage dtype as it is written"
+        },
     ))
 }
 
 /// `pv`: O = P·V for the chunk of heads in `params`, V and O in storage `st` (f16 or bf16); P
-/// (`[count, N, M]` f32) is rounded to that dtype as it is loaded.
+/// (`[count, N, M]`, stored as `sc` says) is rounded to that dtype as it is loaded (if f32).
 pub fn pv(
     st: Storage,
+    sc: Scores,
     params: Params,
     bufs: [&str; 3],
     caps: &AdapterCaps,
@@ -188,13 +197,13 @@ pub fn pv(
         false,
         params,
         bufs,
-        shader(false, params.head_dim, st == Storage::Bf16, build),
+        shader(false, params.head_dim, st, sc, build),
         [
             1,
             check_grid("N / 64 row tiles", n.div_ceil(TILE), caps)?,
             check_grid("heads of the chunk", count, caps)?,
         ],
-        count * n * m * 4 + count * m * d * 2,
+        count * n * m * sc.bytes() + count * m * d * 2,
         count * n * d * 2,
         m.div_ceil(PV_BLOCK)
             * (1 + 4 * 5 + PV_BLOCK * d / 4 / 128 + 2 * (1 + load + d16 * (1 + load + mma)))

@@ -1,7 +1,7 @@
 //! `copy` and `mask` (shaders/mask.wgsl): the clone inside an out-of-place `masked_fill`, and the
 //! fill itself (entries `in_place` and, for a causal-only mask over vec4 rows, `causal_rows`).
 
-use super::{bind, ew_grid, kernel, mask_read_bytes, mask_slot, with_mask, Storage};
+use super::{bind, ew_grid, mask_read_bytes, mask_slot, scores_kernel, with_mask, Scores, Storage};
 use crate::gpu::AdapterCaps;
 use crate::plan::{grid_2d, Access, Dispatch, Params};
 use crate::problem::Problem;
@@ -11,6 +11,7 @@ use crate::problem::Problem;
 pub const CAUSAL_ROWS: u64 = 2;
 
 /// `to` = a copy of `from` (both `[count, N, N]` f32): a full read and write of N x N.
+/// (Only `unfused` copies, and it keeps f32 scores.)
 pub fn copy(st: Storage, params: Params, from: &str, to: &str, caps: &AdapterCaps) -> Dispatch {
     let nn = params.heads as u64 * params.seq as u64 * params.kv_seq as u64;
     let bindings = vec![bind(from, Access::ReadWrite), bind(to, Access::ReadWrite)];
@@ -18,7 +19,7 @@ pub fn copy(st: Storage, params: Params, from: &str, to: &str, caps: &AdapterCap
         name: "copy".into(),
         phase: crate::plan::Phase::Forward,
         saved: vec![],
-        shader: kernel!("mask.wgsl", st, mask_slot(&bindings)),
+        shader: scores_kernel!(Scores::F32, "mask.wgsl", st, mask_slot(&bindings)),
         entry: "copy",
         overrides: vec![],
         params,
@@ -35,13 +36,21 @@ pub fn copy(st: Storage, params: Params, from: &str, to: &str, caps: &AdapterCap
 }
 
 /// `masked_fill_` on `s` in place: -inf above the diagonal (causal), plus the mask bias when the
-/// problem has one; dispatched even with no mask at all, so the trace keeps its shape.
-pub fn mask(p: &Problem, st: Storage, params: Params, s: &str, caps: &AdapterCaps) -> Dispatch {
+/// problem has one; dispatched even with no mask at all, so the trace keeps its shape. The scores
+/// are stored as `sc` says.
+pub fn mask(
+    p: &Problem,
+    st: Storage,
+    sc: Scores,
+    params: Params,
+    s: &str,
+    caps: &AdapterCaps,
+) -> Dispatch {
     let count = params.heads as u64;
     let n = params.seq as u64;
     let m = params.kv_seq as u64;
     let nn = count * n * m;
-    let bytes = nn * 4;
+    let bytes = nn * sc.bytes();
     // Scores the causal rule blocks, per head.
     let blocked = n * m - p.allowed_pairs_per_head();
     let bindings = with_mask(p, vec![bind(s, Access::ReadWrite)]);
@@ -61,7 +70,7 @@ pub fn mask(p: &Problem, st: Storage, params: Params, s: &str, caps: &AdapterCap
     } else if p.causal {
         (
             0,
-            count * blocked * 4,
+            count * blocked * sc.bytes(),
             format!("masked_fill_ on {s}: writes -inf above the diagonal, reads nothing"),
         )
     } else {
@@ -77,7 +86,7 @@ pub fn mask(p: &Problem, st: Storage, params: Params, s: &str, caps: &AdapterCap
         name: "mask".into(),
         phase: crate::plan::Phase::Forward,
         saved: vec![],
-        shader: kernel!("mask.wgsl", st, mask_slot(&bindings)),
+        shader: scores_kernel!(sc, "mask.wgsl", st, mask_slot(&bindings)),
         entry: if causal_rows {
             "causal_rows"
         } else {

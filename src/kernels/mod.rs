@@ -107,6 +107,65 @@ macro_rules! kernel {
 }
 pub(crate) use kernel;
 
+/// `kernel!` for the kernels that move the materialized N x N scores four at a time (scale,
+/// mask, softmax4): the same composition with the scores prelude of `sc` ([`Scores`],
+/// shaders/scores_*.wgsl) appended.
+macro_rules! scores_kernel {
+    ($sc:expr, $file:literal $(+ $part:literal)*, $storage:expr, $mask_binding:expr) => {
+        match $sc {
+            $crate::kernels::Scores::F32 => $crate::kernels::kernel!(
+                $file $(+ $part)* + "scores_f32.wgsl", $storage, $mask_binding
+            ),
+            $crate::kernels::Scores::F16 => $crate::kernels::kernel!(
+                $file $(+ $part)* + "scores_f16.wgsl", $storage, $mask_binding
+            ),
+            $crate::kernels::Scores::Bf16 => $crate::kernels::kernel!(
+                $file $(+ $part)* + "scores_bf16.wgsl", $storage, $mask_binding
+            ),
+        }
+    };
+}
+pub(crate) use scores_kernel;
+
+/// How a plan stores its materialized N x N scores S (then P): the scores prelude
+/// (shaders/scores_*.wgsl) of the kernels that move them four at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Scores {
+    /// f32: `unfused` and `unfused-inplace` (whatever the dtype), and any plan whose backward
+    /// or dropout reads the scores.
+    F32,
+    /// IEEE half, two to a u32 (`unfused-coop` in f16 inference, as PyTorch's naive path).
+    F16,
+    /// bf16 patterns, two to a u32 (`unfused-coop` in bf16 inference; composed with the bf16
+    /// storage prelude, whose rounding it uses).
+    Bf16,
+}
+
+impl Scores {
+    /// Scores in the storage dtype of `st`, 16 bits for f16 and bf16 (f32 stays f32).
+    pub fn of(st: Storage) -> Scores {
+        match st {
+            Storage::F32 => Scores::F32,
+            Storage::F16 | Storage::F16x2 => Scores::F16,
+            Storage::Bf16 => Scores::Bf16,
+        }
+    }
+    /// Bytes of one score in device memory.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Scores::F32 => 4,
+            Scores::F16 | Scores::Bf16 => 2,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Scores::F32 => "f32",
+            Scores::F16 => "f16",
+            Scores::Bf16 => "bf16",
+        }
+    }
+}
+
 /// How Q/K/V/O elements are stored, i.e. which `shaders/dtype_*.wgsl` prelude a kernel gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum Storage {

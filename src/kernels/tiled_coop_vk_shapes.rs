@@ -130,12 +130,14 @@ pub fn dtype_tag(bf16: bool) -> &'static str {
 pub const GEMM_HEAD_DIMS: [u32; 3] = [64, 128, 256];
 
 /// The module name of one build of those products (build.rs adds `_emu` to the emulated
-/// build's): S = Q·Kᵀ (`qk`) or O = P·V, bf16 or f16, at head dimension `d`.
-pub fn gemm_module(bf16: bool, qk: bool, d: u32) -> String {
+/// build's): S = Q·Kᵀ (`qk`) or O = P·V, bf16 or f16, at head dimension `d`, with the scores in
+/// f32 or (`half`, `_sh`) in the storage dtype.
+pub fn gemm_module(bf16: bool, qk: bool, half: bool, d: u32) -> String {
     format!(
-        "gemm_coop_vk{}_{}_d{d}",
+        "gemm_coop_vk{}_{}{}_d{d}",
         dtype_tag(bf16),
-        if qk { "qk" } else { "pv" }
+        if qk { "qk" } else { "pv" },
+        if half { "_sh" } else { "" }
     )
 }
 

@@ -14,8 +14,10 @@
 //!         `unfused-inplace*` inference, in place on P
 //! pv      O  = P V (PD V with dropout)      (shaders/pv.wgsl)
 //! ```
-//! Q, K, V and O are in the run's dtype; S (and S2) are f32. Fully-masked rows come out NaN here
-//! (a plain softmax divides 0 by 0).
+//! Q, K, V and O are in the run's dtype; S (and S2) are f32, except in `unfused-coop`'s
+//! inference, which keeps them in the storage dtype (f16 / bf16) as PyTorch's naive path does
+//! ([`coop_scores`] says when). Fully-masked rows come out NaN here (a plain softmax divides 0
+//! by 0).
 //!
 //! # Chunking
 //! When all heads' N x N scores do not fit one storage binding or one buffer, S (and S2) hold only
@@ -36,7 +38,7 @@ use crate::kernels::{
     scale::scale,
     softmax::softmax,
     softmax_bwd::{exp_bwd, mask_bwd, normalize_bwd, softmax_bwd},
-    Storage,
+    Scores, Storage,
 };
 use crate::plan::{save_after, Dispatch, Params, Plan, Role};
 use crate::problem::Problem;
@@ -162,7 +164,7 @@ fn backward(
         vec![]
     };
     b.push(mask_bwd(p, params, "dP", caps).backward("mask_bwd", mask_saved));
-    let mut sc = scale(params, "dP", caps).backward("scale_bwd", vec![]);
+    let mut sc = scale(st, Scores::F32, params, "dP", caps).backward("scale_bwd", vec![]);
     sc.note = "dS *= scale, in place (scale's backward)".into();
     b.push(sc);
     b.push(
@@ -212,9 +214,16 @@ fn build(
     let mask_bytes = check_mask(p, caps)?;
     let per = heads_per_chunk(p, caps)?;
     let parts = chunks(bh, per);
-    let nn_bytes = per * n * p.kv_seq as u64 * 4;
     check_grid("B*H (one workgroup layer per head)", per, caps)?;
 
+    let (scores, scores_why) = match gemm {
+        Gemm::Scalar => (Scores::F32, None),
+        Gemm::Coop(_) => match coop_scores(p) {
+            Ok(()) => (Scores::of(st), None),
+            Err(why) => (Scores::F32, Some(why)),
+        },
+    };
+    let nn_bytes = per * n * p.kv_seq as u64 * scores.bytes();
     let kv = p.kv_bytes();
     let mut buffers = vec![
         buf("Q", input(qkv), Role::Input, false),
@@ -266,15 +275,15 @@ fn build(
                 caps,
                 "S = Q·Kᵀ, all N x N scores (masked ones too)",
             )?,
-            Gemm::Coop(b) => gemm_coop_vk::qk(st, params, ["Q", "K", "S"], caps, b)?,
+            Gemm::Coop(b) => gemm_coop_vk::qk(st, scores, params, ["Q", "K", "S"], caps, b)?,
         });
-        dispatches.push(scale(params, "S", caps));
+        dispatches.push(scale(st, scores, params, "S", caps));
         if !in_place {
             dispatches.push(copy(st, params, "S", "S2", caps));
         }
-        dispatches.push(mask(p, st, params, masked, caps));
+        dispatches.push(mask(p, st, scores, params, masked, caps));
         match softmax_kind {
-            Softmax::Fused => dispatches.push(softmax(params, masked, caps)),
+            Softmax::Fused => dispatches.push(softmax(st, scores, params, masked, caps)),
             Softmax::InPlaceExp => {
                 for step in [RowStep::RowMax, RowStep::ExpSum, RowStep::NormalizeRows] {
                     dispatches.push(row_step(step, params, caps));
@@ -292,7 +301,7 @@ fn build(
                 caps,
                 "O = P·V over all N keys (the zeros above the diagonal too)",
             )?,
-            Gemm::Coop(b) => gemm_coop_vk::pv(st, params, [dropped, "V", "O"], caps, b)?,
+            Gemm::Coop(b) => gemm_coop_vk::pv(st, scores, params, [dropped, "V", "O"], caps, b)?,
         });
         if p.backward {
             // Heads are independent: each chunk's backward runs right after its forward, before
@@ -312,9 +321,10 @@ fn build(
     }
 
     let mut notes = vec![format!(
-        "{} N x N buffer(s) of {} bytes each are materialized (f32 scores)",
+        "{} N x N buffer(s) of {} bytes each are materialized ({} scores)",
         if in_place { 1 } else { 2 } + usize::from(dropout_to == Some("PD")),
-        nn_bytes
+        nn_bytes,
+        scores.name()
     )];
     match dropout_to {
         Some("PD") => notes.push(
@@ -329,11 +339,18 @@ fn build(
     }
     if gemm != Gemm::Scalar {
         notes.push(
-            "S = Q·Kᵀ and O = P·V on cooperative matrices (shaders/gemm_coop_vk.comp: f16 \
-             products, f32 sums, P rounded to f16 as P·V loads it); scale, mask and softmax as \
-             unfused-inplace's"
+            "S = Q·Kᵀ and O = P·V on cooperative matrices (shaders/gemm_coop_vk.comp: f16 or \
+             bf16 products, f32 sums); scale, mask and softmax as unfused-inplace's"
                 .into(),
         );
+        notes.push(match scores_why {
+            None => format!(
+                "S and P kept in {} (PyTorch's naive path keeps them in the input dtype): \
+                 half the bytes of f32 scores through qk, scale, mask, softmax and pv",
+                scores.name()
+            ),
+            Some(why) => format!("S and P kept in f32, not the storage dtype: {why}"),
+        });
         if p.backward {
             notes.push("the backward's products run on scalar units (pv.wgsl, qk.wgsl)".into());
         }
@@ -395,6 +412,20 @@ fn build(
         },
         training_note,
     })
+}
+
+/// Whether `unfused-coop` can keep S and P in the storage dtype for `p`, or why they stay f32:
+/// only the forward's own 4-score kernels read 16-bit scores.
+fn coop_scores(p: &Problem) -> Result<(), &'static str> {
+    if p.backward {
+        Err("the backward's scalar kernels (softmax_bwd.wgsl, pv.wgsl) read P in f32")
+    } else if p.dropout().is_some() {
+        Err("dropout.wgsl reads and writes P in f32")
+    } else if !p.kv_seq.is_multiple_of(4) {
+        Err("16-bit scores need rows of whole 4-score words (M % 4 == 0)")
+    } else {
+        Ok(())
+    }
 }
 
 /// Whether the in-place steps are safe for training, and why.
