@@ -210,11 +210,12 @@ fn every_spirv_module_passes_a_current_validator() {
     let modules = tiled_coop_vk::spirv_modules();
     // 2 builds x (32 f16 forward: 16 at D = 64, 8 at D = 128 and 256 (inference and training x
     // 4 mask/dropout options); 32 bf16 forward at the same shapes; 24 f16 backward, 8 at each D,
-    // and 24 bf16; the layout probe; the matrix probe, f16 and bf16; 12 products, f16 and bf16
-    // at three head dimensions), the device's bf16 layout probe, and the device's 48 builds of the forward on
+    // and 24 bf16; the layout probe; the matrix probe, f16 and bf16; 24 products: qk and pv, f16
+    // and bf16, f32 or 16-bit scores, at three head dimensions), the device's bf16 layout probe,
+    // and the device's 48 builds of the forward on
     // VK_NV_cooperative_matrix2 (3 head dimensions x f16 / bf16 x inference / training x 4
     // mask/dropout options) and 48 of its backward (3 x f16 / bf16 x bwd_kv / bwd_q x 4).
-    assert_eq!(modules.len(), 351);
+    assert_eq!(modules.len(), 375);
     for (name, spirv) in modules {
         let path = dir.join(format!("{name}.spv"));
         std::fs::write(&path, spirv).unwrap();
