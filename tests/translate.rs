@@ -224,6 +224,49 @@ fn probe_plans() -> Vec<(Claim, Vec<Plan>)> {
     ]
 }
 
+/// The WGSL steps of `unfused-coop` (scale, mask and softmax over f16 or bf16 scores:
+/// shaders/scores_{f16,bf16}.wgsl), as one claim: the loop over the variants skips `unfused-coop`
+/// for its SPIR-V products, so its plans (on an adapter as the H100 offers itself, bf16 matrices
+/// included) are collected here with those two dispatches left out.
+fn matrix_wgsl_plans(problems: &[Problem]) -> (Claim, Vec<Plan>) {
+    let mut caps = AdapterCaps::webgpu_defaults().with_shader_features(
+        wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP
+            | wgpu::Features::SUBGROUP_BARRIER
+            | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
+    );
+    caps.backend = "vulkan".into();
+    caps.subgroup_min_size = 32;
+    caps.subgroup_max_size = 32;
+    caps.max_workgroup_storage = 48 << 10;
+    caps.passthrough = true;
+    caps.coop_layout = attn_wgpu::gpu::CoopLayout::Assumed;
+    caps.bf16_matrix = attn_wgpu::gpu::Bf16Matrix::On;
+    // Inference only: training keeps f32 scores (unfused-inplace's kernels, checked above), and
+    // leaving out its products would break the plan's saved-tensor versions.
+    let plans: Vec<Plan> = problems
+        .iter()
+        .filter(|p| !p.backward)
+        .filter_map(|p| variants::plan("unfused-coop", p, &caps).ok())
+        .map(|mut plan| {
+            plan.dispatches.retain(|d| !d.shader.is_spirv());
+            plan
+        })
+        .collect();
+    assert!(
+        plans
+            .iter()
+            .any(|p| p.dispatches[0].shader.file.contains("scores_bf16")),
+        "no unfused-coop plan with bf16 scores"
+    );
+    let claim = Claim {
+        name: "unfused-coop's WGSL steps".into(),
+        needs: wgpu::Features::SHADER_F16,
+        excludes: vec![],
+    };
+    (claim, plans)
+}
+
 /// One plan's use of a configuration: by which claim, on which backend's capabilities.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct User {
@@ -374,7 +417,10 @@ fn collect() -> Collected {
             }
         }
     }
-    for (c, ps) in probe_plans() {
+    for (c, ps) in probe_plans()
+        .into_iter()
+        .chain([matrix_wgsl_plans(&problems)])
+    {
         let claim = claims.len();
         for b in c.backends() {
             for plan in &ps {
