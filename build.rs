@@ -69,7 +69,7 @@ fn modules() -> Vec<Glsl> {
             }
         };
         let opts = [(false, false), (true, false), (false, true), (true, true)];
-        let shapes = if emu {
+        let shapes: &[shapes::ForwardShape] = if emu {
             &FORWARD_EMULATED
         } else {
             &FORWARD_DEVICE
@@ -88,6 +88,7 @@ fn modules() -> Vec<Glsl> {
                         ("BC", shape.bc.to_string()),
                         ("PREFETCH", (shape.prefetch as u8).to_string()),
                         ("ROWS", rows.to_string()),
+                        ("WG", shape.invocations().to_string()),
                         ("LSE", (lse as u8).to_string()),
                         ("MASK", (mask as u8).to_string()),
                         ("MASK_BINDING", (5 + lse as u8).to_string()),

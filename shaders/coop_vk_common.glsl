@@ -80,22 +80,28 @@ const uint D4 = D / 4;        // f16vec4 a row
 const uint KP4 = D4 + 2;      // staged row pitch in f16vec4: D + 8 halves (bank-conflict padding)
 const float LOG2E = 1.4426950408889634;
 
+// Invocations a workgroup (WG: 128, four 32-wide subgroups, unless build.rs defines it; the
+// forward also builds 256).
+#ifndef WG
+#define WG 128
+#endif
+
 // A block of rows (K and V, or Q and dO) goes to workgroup memory through registers, prefetched a
-// block ahead: invocation t moves the LOADS f16vec4 words w = t + 128 e of the block's two
+// block ahead: invocation t moves the LOADS f16vec4 words w = t + WG e of the block's two
 // tensors (row w / D4, column 4 (w % D4); LOADS is the kernel's). Macros, because GLSL passes
 // neither buffers nor shared arrays by reference.
 // FETCH_BLOCK(ra, rb, a, b, base, row): rows `row` .. of buffers a, b (from f16vec4 `base`) into
 // the registers ra, rb.
 #define FETCH_BLOCK(ra, rb, a, b, base, row) \
     [[unroll]] for (uint e = 0; e < LOADS; e++) { \
-        const uint w = (row) * D4 + t + 128u * e; \
+        const uint w = (row) * D4 + t + WG * e; \
         ra[e] = a[base + w]; \
         rb[e] = b[base + w]; \
     }
 // STAGE_BLOCK(xa, xb, ra, rb): the registers into the workgroup rows xa, xb (pitch KP4).
 #define STAGE_BLOCK(xa, xb, ra, rb) \
     [[unroll]] for (uint e = 0; e < LOADS; e++) { \
-        const uint w = t + 128u * e; \
+        const uint w = t + WG * e; \
         xa[(w / D4) * KP4 + w % D4] = ra[e]; \
         xb[(w / D4) * KP4 + w % D4] = rb[e]; \
     }

@@ -23,8 +23,8 @@
 //   therefore not taken here: SKIP_BLOCK_IF computes the block instead, fully masked, which
 //   changes no value (every P is exp2(-inf) = 0, every rescale factor 1, or 0 on zeros).
 //
-// Workgroup memory added: 2 x 4 x 256 f32 (operands of the four subgroups) + 128 f32 (shuffles)
-// = 8704 bytes.
+// Workgroup memory added: 2 x (WG / 32) x 256 f32 (operands of the WG / 32 subgroups) + WG f32
+// (shuffles) = 8704 bytes with four subgroups (WG = 128), 17408 with eight.
 
 #define ACC float[8]
 #if BF16
@@ -112,8 +112,11 @@ float16_t emu_comp(f16vec4 x, uint j) { return x[j]; }
         A[uint(E) + rc_.x * uint(S) + rc_.y] = M[i_];                                   \
     }
 
-shared float emu_a[4 * 256];
-shared float emu_b[4 * 256];
+#ifndef WG
+#define WG 128  // coop_vk_common.glsl's default, for a kernel that includes this file alone
+#endif
+shared float emu_a[(WG / 32) * 256];
+shared float emu_b[(WG / 32) * 256];
 
 // D = A B + C for this lane's 8 elements of D.
 #if BF16
@@ -148,7 +151,7 @@ float[8] coopMatMulAdd(float16_t a[8], float16_t b[8], float c[8]) {
     return d;
 }
 
-shared float emu_x[128];
+shared float emu_x[WG];
 
 // subgroupShuffleXor within the 32-lane group (mask < 32).
 float emu_shuffle_xor(float x, uint mask) {

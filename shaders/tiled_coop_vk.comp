@@ -14,9 +14,10 @@
 // in registers (the A operand holds the accumulator's coordinates, A_OF): S and P never touch workgroup
 // memory. Only K and V are staged, BC keys a block, with padded rows.
 //
-// A workgroup of 128 invocations (four 32-wide subgroups) owns BR = 64 ROWS query rows of one
-// head; subgroup s owns ROWS tiles of 16 rows from row 16 ROWS s. Per key block of BC keys (KT =
-// BC / 16 key tiles; D in DC = D / 16 column tiles):
+// A workgroup of WG invocations (WG / 32 subgroups of 32: four with WG = 128, eight with 256) owns
+// BR = 16 ROWS WG / 32 query rows of one head (64 ROWS with four subgroups); subgroup s owns ROWS
+// tiles of 16 rows from row 16 ROWS s. Per key block of BC keys (KT = BC / 16 key tiles; D in
+// DC = D / 16 column tiles):
 //   1. stage K and V (with PREFETCH = 1 prefetched into registers during the previous block), two
 //      workgroup barriers;
 //   2. S = Q Kᵀ: KT 16 x 16 f32 tiles (keys 16n ..) a row tile, Q kept as DC A matrices a row
@@ -40,10 +41,12 @@
 // ROWS (1 or 2) — 16-row tiles a subgroup owns (2: BR = 128, every K and V matrix loaded from
 // workgroup memory serves two row tiles, as FlashAttention-2 does, at twice the accumulators);
 // HEAD_D (64, 128 or 256, coop_vk_common.glsl); BC (16, 32 or 64) — keys a block; PREFETCH (0
-// or 1) — 1 loads the next block into registers while this one is computed.
+// or 1) — 1 loads the next block into registers while this one is computed; WG (128 or 256,
+// coop_vk_common.glsl) — invocations a workgroup: eight subgroups share each staged K and V block
+// as two row tiles a subgroup do, at one row tile's registers.
 #include "coop_vk_common.glsl"
 
-layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
+layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
 layout(set = 0, binding = 1, std430) readonly buffer QBuf { ELEM q[]; };
 layout(set = 0, binding = 2, std430) readonly buffer KBuf { ELEM4 k4[]; };
@@ -55,10 +58,10 @@ layout(set = 0, binding = 5, std430) buffer LBuf { float lse[]; };
 #endif
 
 const uint SG_ROWS = 16 * ROWS;  // query rows a subgroup: ROWS tiles of 16
-const uint BR = 4 * SG_ROWS;  // query rows a workgroup
+const uint BR = WG / 32 * SG_ROWS;  // query rows a workgroup
 const uint KT = BC / 16;      // key tiles a block
 const uint DC = D / 16;       // column tiles of D
-const uint LOADS = BC * D4 / 128;  // f16vec4 of K (and of V) each invocation stages a block: 8 at D = BC = 64
+const uint LOADS = BC * D4 / WG;  // f16vec4 of K (and of V) each invocation stages a block: 8 at D = BC = 64, WG = 128
 
 shared ELEM4 ks[BC * KP4];  // [key][KP4]
 shared ELEM4 vs[BC * KP4];

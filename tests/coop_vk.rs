@@ -212,10 +212,11 @@ fn every_spirv_module_passes_a_current_validator() {
     // 4 mask/dropout options); 32 bf16 forward at the same shapes; 24 f16 backward, 8 at each D,
     // and 24 bf16; the layout probe; the matrix probe, f16 and bf16; 24 products: qk and pv, f16
     // and bf16, f32 or 16-bit scores, at three head dimensions), the device's bf16 layout probe,
-    // and the device's 48 builds of the forward on
+    // the emulated build's 32 forward modules of its two eight-subgroup shapes (f16 / bf16 x
+    // inference / training x 4 options, each), and the device's 48 builds of the forward on
     // VK_NV_cooperative_matrix2 (3 head dimensions x f16 / bf16 x inference / training x 4
     // mask/dropout options) and 48 of its backward (3 x f16 / bf16 x bwd_kv / bwd_q x 4).
-    assert_eq!(modules.len(), 375);
+    assert_eq!(modules.len(), 407);
     for (name, spirv) in modules {
         let path = dir.join(format!("{name}.spv"));
         std::fs::write(&path, spirv).unwrap();
@@ -558,9 +559,9 @@ fn workgroup_memory_is_read_from_the_spirv() {
     // (results/EXPERIMENTS.md v46-ab).
     for (rows, device) in [(1, 9216), (2, 18432)] {
         for (build, bytes) in [(Build::Device, device), (Build::Emulated, device + 8704)] {
-            let s = tiled_coop_vk::shader(&problem(), build, rows);
-            assert_eq!(kernels::workgroup_bytes(&s, "main", &[]), Some(bytes));
             let shape = tiled_coop_vk::shape(64, rows, build).unwrap();
+            let s = tiled_coop_vk::shader(&problem(), build, &shape);
+            assert_eq!(kernels::workgroup_bytes(&s, "main", &[]), Some(bytes));
             assert_eq!(tiled_coop_vk::storage(&shape, build), bytes);
         }
     }
@@ -570,13 +571,13 @@ fn workgroup_memory_is_read_from_the_spirv() {
         let mut p = problem();
         p.head_dim = d;
         for (build, bytes) in [(Build::Device, device), (Build::Emulated, emulated)] {
-            let s = tiled_coop_vk::shader(&p, build, 1);
+            let shape = tiled_coop_vk::shape(d, 1, build).unwrap();
+            let s = tiled_coop_vk::shader(&p, build, &shape);
             assert_eq!(
                 kernels::workgroup_bytes(&s, "main", &[]),
                 Some(bytes),
                 "D {d}"
             );
-            let shape = tiled_coop_vk::shape(d, 1, build).unwrap();
             assert_eq!(tiled_coop_vk::storage(&shape, build), bytes);
             assert!(
                 bytes
@@ -791,6 +792,75 @@ fn key_padding(p: &mut Problem, valid: &[u32]) -> Inputs {
     )
     .unwrap();
     x
+}
+
+#[test]
+fn eight_subgroups_a_workgroup_pass_on_emulated_matrices() {
+    // The emulated shapes no device build has yet (FORWARD_EMULATED's last two: WG = 256, BR =
+    // 128 with one row tile a subgroup), which an A/B build gives the device by one edit of
+    // FORWARD_DEVICE: causal across blocks and past N, ragged N and M, GQA with N < M
+    // bottom-right, N > M (rows with no key) with dropout, a key-padding mask, training, bf16.
+    let gpu = common::gpu();
+    let shapes: Vec<_> = tiled_coop_vk::FORWARD_EMULATED
+        .iter()
+        .filter(|s| s.subgroups == 8)
+        .copied()
+        .collect();
+    assert_eq!(shapes.len(), 2);
+    for shape in shapes {
+        assert_eq!(shape.br(), 128);
+        let run = |p: &Problem, x: &Inputs| {
+            let plan = variants::tiled::build_coop_vk_emulated_at(p, &gpu.caps, &shape)
+                .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
+            let d = &plan.dispatches[0];
+            assert!(d.shader.tag.contains("_sg8"), "{}", d.shader.tag);
+            assert_eq!(d.workgroups[0], p.seq.div_ceil(128));
+            assert_eq!(
+                kernels::workgroup_bytes(&d.shader, d.entry, &d.overrides),
+                Some(shape.storage() + tiled_coop_vk::emu_storage(8))
+            );
+            let sem = variants::find("tiled-coop-vk").unwrap().fully_masked;
+            let mut runner = Runner::new(gpu).unwrap();
+            let r = attn_wgpu::run::run_plan(&mut runner, p, x, "sg8-emu", plan, sem, ONCE)
+                .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
+            let val = r.validation.as_ref().unwrap();
+            assert_eq!(val.verdict, Verdict::Pass, "{}: {val:?}", p.shape_string());
+            if p.backward {
+                for g in &r.training.as_ref().unwrap().grads {
+                    assert_eq!(g.verdict, Verdict::Pass, "{}: {g:?}", p.shape_string());
+                }
+            }
+        };
+        let at = |b, h, n, causal| {
+            let mut p = f16(b, h, n, causal);
+            p.head_dim = shape.d;
+            p
+        };
+        let p = at(1, 2, 150, true);
+        run(&p, &Inputs::generate(&p));
+        let mut p = at(1, 2, 77, false);
+        p.kv_seq = 45;
+        run(&p, &Inputs::generate(&p));
+        let mut p = at(1, 4, 70, true);
+        p.kv_heads = 2;
+        p.kv_seq = 100;
+        p.causal_align = CausalAlign::BottomRight;
+        run(&p, &Inputs::generate(&p));
+        let mut p = at(1, 2, 100, true);
+        p.kv_seq = 40;
+        p.causal_align = CausalAlign::BottomRight;
+        p.dropout = 0.25;
+        run(&p, &Inputs::generate(&p));
+        let mut p = at(1, 2, 60, false);
+        let x = key_padding(&mut p, &[41]);
+        run(&p, &x);
+        let mut p = at(1, 2, 70, true);
+        p.backward = true;
+        run(&p, &Inputs::generate(&p));
+        p.backward = false;
+        p.dtype = DType::BF16;
+        run(&p, &Inputs::generate(&p));
+    }
 }
 
 #[test]

@@ -130,9 +130,15 @@ pub(crate) fn tail(build: Build) -> &'static str {
         Build::Emulated => "_emu",
     }
 }
-/// Workgroup storage the emulation adds (shaders/coopmat_emu.glsl's header): the operands of four
-/// subgroups' products and the shuffle slots, 2 x 4 x 256 + 128 f32.
-pub const EMU_STORAGE: u64 = (2 * 4 * 256 + 128) * 4;
+/// Workgroup storage the emulation adds to a kernel of four subgroups (shaders/coopmat_emu.glsl's
+/// header): the operands of their products and the shuffle slots, 2 x 4 x 256 + 128 f32.
+pub const EMU_STORAGE: u64 = emu_storage(4);
+
+/// [`EMU_STORAGE`] for a workgroup of `subgroups` subgroups: 2 x subgroups x 256 + 32 subgroups
+/// f32.
+pub const fn emu_storage(subgroups: u32) -> u64 {
+    (2 * subgroups as u64 * 256 + 32 * subgroups as u64) * 4
+}
 
 /// Which build of the GLSL a plan uses: the device's cooperative matrices, or the tests' twin on
 /// shaders/coopmat_emu.glsl, which runs on any Vulkan device with f16 and passthrough shaders
@@ -155,8 +161,7 @@ fn options(p: &Problem) -> String {
 /// The forward for `p` (its head dimension's build, [`shape`]) with `rows` 16-row tiles a subgroup
 /// (1 or 2): inference, or training (also writes the row logsumexp L at binding 5), with a mask
 /// bias bound last and dropout where `p` has them. The caller has run [`check`].
-pub fn shader(p: &Problem, build: Build, rows: u32) -> Shader {
-    let shape = shape(p.head_dim, rows, build).unwrap_or_else(|e| panic!("{e}"));
+pub fn shader(p: &Problem, build: Build, shape: &ForwardShape) -> Shader {
     let module = shape.module(p.dtype == DType::BF16, p.backward, &options(p));
     spirv_shader(
         "tiled_coop_vk.comp",
@@ -179,7 +184,11 @@ pub fn bwd_shader(p: &Problem, kv: bool, build: Build) -> Shader {
 
 /// Workgroup storage a workgroup of the forward of `build` declares at `shape`.
 pub fn storage(shape: &ForwardShape, build: Build) -> u64 {
-    shape.storage() + emulation_bytes(build)
+    shape.storage()
+        + match build {
+            Build::Device => 0,
+            Build::Emulated => emu_storage(shape.subgroups),
+        }
 }
 
 /// What `build` adds to a kernel's workgroup storage: the emulation's exchange slots.
@@ -190,11 +199,11 @@ pub(crate) fn emulation_bytes(build: Build) -> u64 {
     }
 }
 
-/// The tile: BR = 64 ROWS query rows, key blocks of the shape's BC.
+/// The tile: BR = 16 ROWS x subgroups query rows, key blocks of the shape's BC.
 pub const fn tile(shape: &ForwardShape) -> TileConfig {
     TileConfig {
         kernel: TileKernel::CoopVk,
-        br: 64 * shape.rows,
+        br: shape.br(),
         bc: shape.bc,
         d4: shape.d / 4,
         dp: 0,
@@ -336,7 +345,7 @@ pub fn attention(
     shape: &ForwardShape,
 ) -> Result<Dispatch, String> {
     check_binding("Q ([B, H, N, D])", super::tiled_coop::input_bytes(p), caps)?;
-    let shader = shader(p, build, shape.rows);
+    let shader = shader(p, build, shape);
     super::tiled::fused_dispatch(p, caps, shader, vec![], &tile(shape))
 }
 

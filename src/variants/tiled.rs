@@ -6,7 +6,7 @@
 use crate::gpu::AdapterCaps;
 use crate::kernels::tiled::attention;
 pub use crate::kernels::tiled::{all_choices, candidates, choose, config_for, default_choice, BC};
-use crate::kernels::tiled_coop_vk::{self, Build};
+use crate::kernels::tiled_coop_vk::{self, Build, ForwardShape};
 use crate::kernels::{buf, check_binding, tiled_bwd, tiled_coop, tiled_coop_bwd};
 use crate::plan::{save, Dispatch, Plan, Role};
 use crate::problem::Problem;
@@ -126,15 +126,42 @@ pub fn build_coop_vk_emulated(p: &Problem, caps: &AdapterCaps, rows: u32) -> Res
     coop_vk_plan(p, caps, Build::Emulated, rows)
 }
 
+/// `tiled-coop-vk`'s emulated plan at `shape`, one of FORWARD_EMULATED: the tests' way to run an
+/// emulated build the variant does not pick (eight subgroups a workgroup, an A/B candidate).
+pub fn build_coop_vk_emulated_at(
+    p: &Problem,
+    caps: &AdapterCaps,
+    shape: &ForwardShape,
+) -> Result<Plan, String> {
+    tiled_coop_vk::check(p, caps, Build::Emulated, shape.rows)?;
+    let need = tiled_coop_vk::storage(shape, Build::Emulated);
+    if need > caps.max_workgroup_storage as u64 {
+        return Err(format!(
+            "needs {need} bytes of workgroup storage, this adapter allows {}",
+            caps.max_workgroup_storage
+        ));
+    }
+    coop_vk_plan_at(p, caps, Build::Emulated, shape)
+}
+
 fn coop_vk_plan(p: &Problem, caps: &AdapterCaps, build: Build, rows: u32) -> Result<Plan, String> {
     let shape = tiled_coop_vk::check(p, caps, build, rows)?;
-    let d = tiled_coop_vk::attention(p, caps, build, &shape)?;
+    coop_vk_plan_at(p, caps, build, &shape)
+}
+
+fn coop_vk_plan_at(
+    p: &Problem,
+    caps: &AdapterCaps,
+    build: Build,
+    shape: &ForwardShape,
+) -> Result<Plan, String> {
+    let d = tiled_coop_vk::attention(p, caps, build, shape)?;
     let mut plan = fused_plan(
         p,
         tiled_coop::input_bytes(p),
         d,
-        tiled_coop_vk::storage(&shape, build),
-        &tiled_coop_vk::tile(&shape),
+        tiled_coop_vk::storage(shape, build),
+        &tiled_coop_vk::tile(shape),
         vec![],
     );
     if build == Build::Emulated {
