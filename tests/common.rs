@@ -348,6 +348,47 @@ pub fn tiny_run(variant: &str) -> Vec<String> {
     .collect()
 }
 
+/// Runs `plan` (an emulated build of `variant`, which gives its fully-masked-row semantics) once
+/// on the test adapter under `label`, and asserts O, and in training every gradient, PASS
+/// against the f64 reference.
+pub fn plan_passes(
+    p: &Problem,
+    x: &Inputs,
+    variant: &str,
+    label: &str,
+    plan: attn_wgpu::plan::Plan,
+) -> attn_wgpu::run::VariantRun {
+    use attn_wgpu::validate::Verdict;
+    let sem = variants::find(variant).unwrap().fully_masked;
+    let once = attn_wgpu::gpu::runner::Schedule {
+        warmup: 0,
+        reps: 1,
+        host_reps: 0,
+        warmup_ms: None,
+    };
+    let mut runner = attn_wgpu::gpu::runner::Runner::new(gpu()).unwrap();
+    let r = attn_wgpu::run::run_plan(&mut runner, p, x, label, plan, sem, once)
+        .unwrap_or_else(|e| panic!("{label} {}: {e}", p.shape_string()));
+    let val = r.validation.as_ref().unwrap();
+    assert_eq!(
+        val.verdict,
+        Verdict::Pass,
+        "{label} {}: {val:?}",
+        p.shape_string()
+    );
+    if p.backward {
+        for g in &r.training.as_ref().unwrap().grads {
+            assert_eq!(
+                g.verdict,
+                Verdict::Pass,
+                "{label} {}: {g:?}",
+                p.shape_string()
+            );
+        }
+    }
+    r
+}
+
 /// A Vulkan adapter as the H100 and H200 report themselves (cooperative matrices, passthrough
 /// shaders, 32-wide subgroups, 48 KiB of workgroup storage) whose probe found the assumed
 /// cooperative-matrix layout: where the plans of the matrix-unit variants are checked.

@@ -819,17 +819,7 @@ fn eight_subgroups_a_workgroup_pass_on_emulated_matrices() {
                 kernels::workgroup_bytes(&d.shader, d.entry, &d.overrides),
                 Some(shape.storage() + tiled_coop_vk::emu_storage(8))
             );
-            let sem = variants::find("tiled-coop-vk").unwrap().fully_masked;
-            let mut runner = Runner::new(gpu).unwrap();
-            let r = attn_wgpu::run::run_plan(&mut runner, p, x, "sg8-emu", plan, sem, ONCE)
-                .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
-            let val = r.validation.as_ref().unwrap();
-            assert_eq!(val.verdict, Verdict::Pass, "{}: {val:?}", p.shape_string());
-            if p.backward {
-                for g in &r.training.as_ref().unwrap().grads {
-                    assert_eq!(g.verdict, Verdict::Pass, "{}: {g:?}", p.shape_string());
-                }
-            }
+            common::plan_passes(p, x, "tiled-coop-vk", "sg8-emu", plan);
         };
         let at = |b, h, n, causal| {
             let mut p = f16(b, h, n, causal);

@@ -26,6 +26,8 @@
 //! A missing external validator is a FAILURE with the command that installs it (.ci/run installs
 //! both). `ATTN_WGPU_SKIP_EXTERNAL_VALIDATORS=1` skips only those two tools, and says so loudly.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::process::Command;
@@ -229,18 +231,7 @@ fn probe_plans() -> Vec<(Claim, Vec<Plan>)> {
 /// for its SPIR-V products, so its plans (on an adapter as the H100 offers itself, bf16 matrices
 /// included) are collected here with those two dispatches left out.
 fn matrix_wgsl_plans(problems: &[Problem]) -> (Claim, Vec<Plan>) {
-    let mut caps = AdapterCaps::webgpu_defaults().with_shader_features(
-        wgpu::Features::SHADER_F16
-            | wgpu::Features::SUBGROUP
-            | wgpu::Features::SUBGROUP_BARRIER
-            | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
-    );
-    caps.backend = "vulkan".into();
-    caps.subgroup_min_size = 32;
-    caps.subgroup_max_size = 32;
-    caps.max_workgroup_storage = 48 << 10;
-    caps.passthrough = true;
-    caps.coop_layout = attn_wgpu::gpu::CoopLayout::Assumed;
+    let mut caps = common::matrix_adapter();
     caps.bf16_matrix = attn_wgpu::gpu::Bf16Matrix::On;
     // Inference only: training keeps f32 scores (unfused-inplace's kernels, checked above), and
     // leaving out its products would break the plan's saved-tensor versions.

@@ -8,21 +8,12 @@
 
 mod common;
 
-use attn_wgpu::gpu::runner::{Runner, Schedule};
 use attn_wgpu::gpu::{AdapterCaps, Bf16Matrix, CoopLayout};
 use attn_wgpu::kernels::gemm_coop_vk;
 use attn_wgpu::mask::normalize;
 use attn_wgpu::problem::{CausalAlign, Convention, DType, Inputs, Problem};
-use attn_wgpu::validate::Verdict;
 use attn_wgpu::variants;
 use rand_core::SeedableRng;
-
-const ONCE: Schedule = Schedule {
-    warmup: 0,
-    reps: 1,
-    host_reps: 0,
-    warmup_ms: None,
-};
 
 fn f16(h: u32, n: u32, d: u32, causal: bool) -> Problem {
     let mut p = Problem::new(1, h, n, d, causal, (n * 7 + d) as u64);
@@ -181,17 +172,7 @@ fn emulated_passes_on(p: &Problem, x: &Inputs) {
         .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
     let qk = plan.dispatches.iter().find(|d| d.name == "qk").unwrap();
     assert!(qk.shader.tag.ends_with("_emu"), "{}", qk.shader.tag);
-    let sem = variants::find("unfused-coop").unwrap().fully_masked;
-    let mut runner = Runner::new(gpu).unwrap();
-    let r = attn_wgpu::run::run_plan(&mut runner, p, x, "unfused-coop-emu", plan, sem, ONCE)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
-    let val = r.validation.as_ref().unwrap();
-    assert_eq!(val.verdict, Verdict::Pass, "{}: {val:?}", p.shape_string());
-    if p.backward {
-        for g in &r.training.as_ref().unwrap().grads {
-            assert_eq!(g.verdict, Verdict::Pass, "{}: {g:?}", p.shape_string());
-        }
-    }
+    common::plan_passes(p, x, "unfused-coop", "unfused-coop-emu", plan);
 }
 
 #[test]
