@@ -346,8 +346,14 @@ fn build(
         notes.push(match scores_why {
             None => format!(
                 "S and P kept in {} (PyTorch's naive path keeps them in the input dtype): \
-                 half the bytes of f32 scores through qk, scale, mask, softmax and pv",
-                scores.name()
+                 half the bytes of f32 scores through qk, scale, mask, softmax and pv{}",
+                scores.name(),
+                if scores == Scores::F16 {
+                    "; a score past f16's range (|q·k| > 65504, before the scale) becomes ±inf \
+                     and its row NaN, as in PyTorch's naive path"
+                } else {
+                    ""
+                }
             ),
             Some(why) => format!("S and P kept in f32, not the storage dtype: {why}"),
         });
