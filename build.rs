@@ -89,6 +89,7 @@ fn modules() -> Vec<Glsl> {
                         ("PREFETCH", (shape.prefetch as u8).to_string()),
                         ("ROWS", rows.to_string()),
                         ("WG", shape.invocations().to_string()),
+                        ("QS", (shape.stage_q as u8).to_string()),
                         ("LSE", (lse as u8).to_string()),
                         ("MASK", (mask as u8).to_string()),
                         ("MASK_BINDING", (5 + lse as u8).to_string()),

@@ -31,7 +31,8 @@
 // BC = 64 and ROWS = 2), 17408 at D = 128 with BC = 32, 16896 at D = 256 with BC = 16. Registers
 // a lane, ROWS = 1: O 8 DC floats, Q 4 DC words, S and P 12 KT, the prefetch BC D / 64 words: at
 // D = 256 O and Q alone take 192, which is why its build has PREFETCH = 0 and BC = 16
-// (src/kernels/tiled_coop_vk_shapes.rs).
+// (src/kernels/tiled_coop_vk_shapes.rs); with QS = 1 Q takes BR x (D + 8) f16 of workgroup
+// memory instead of its 4 DC registers (17408 bytes at D = 128, BR = 64).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
@@ -43,12 +44,23 @@
 // HEAD_D (64, 128 or 256, coop_vk_common.glsl); BC (16, 32 or 64) — keys a block; PREFETCH (0
 // or 1) — 1 loads the next block into registers while this one is computed; WG (128 or 256,
 // coop_vk_common.glsl) — invocations a workgroup: eight subgroups share each staged K and V block
-// as two row tiles a subgroup do, at one row tile's registers.
+// as two row tiles a subgroup do, at one row tile's registers; QS (0 or 1) — 1 stages the
+// workgroup's Q rows in workgroup memory once (BR x (D + 8) f16 more) and loads each A matrix of
+// Q from there at its use, instead of holding the DC A matrices in registers (4 DC a lane: 32 at
+// D = 128, 64 at D = 256).
 #include "coop_vk_common.glsl"
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
+#ifndef QS
+#define QS 0
+#endif
+
+#if QS
+layout(set = 0, binding = 1, std430) readonly buffer QBuf { ELEM4 q4[]; };
+#else
 layout(set = 0, binding = 1, std430) readonly buffer QBuf { ELEM q[]; };
+#endif
 layout(set = 0, binding = 2, std430) readonly buffer KBuf { ELEM4 k4[]; };
 layout(set = 0, binding = 3, std430) readonly buffer VBuf { ELEM4 v4[]; };
 layout(set = 0, binding = 4, std430) buffer OBuf { ELEM2 o2[]; };
@@ -65,6 +77,9 @@ const uint LOADS = BC * D4 / WG;  // f16vec4 of K (and of V) each invocation sta
 
 shared ELEM4 ks[BC * KP4];  // [key][KP4]
 shared ELEM4 vs[BC * KP4];
+#if QS
+shared ELEM4 qs[BR * KP4];  // the workgroup's Q rows [row][KP4]
+#endif
 
 void main() {
     const uint t = gl_LocalInvocationIndex;
@@ -97,14 +112,24 @@ void main() {
         kv_end = uint(clamp(int(i0 + BR) + off, 0, int(nk)));
     }
 
-    // Q of this subgroup's rows (the host pads Q by 128 rows past the last head).
+    // Q of this subgroup's rows (the host pads Q by 128 rows past the last head): A matrices in
+    // registers, or (QS) the workgroup's rows staged once.
+#if QS
+    [[unroll]] for (uint e = 0; e < BR * D4 / WG; e++) {
+        const uint w = t + WG * e;
+        qs[(w / D4) * KP4 + w % D4] = q4[(base + i0 * D) / 4u + w];
+    }
+#else
     MATA qa[ROWS][DC];
+#endif
     ACC o[ROWS][DC];
     float m[ROWS][2];  // the rows' running maxima (base 2)
     float l[ROWS][2];  // this lane's share of the rows' sums, relative to m
     [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
         [[unroll]] for (uint c = 0; c < DC; c++) {
+#if !QS
             coopMatLoad(qa[rt][c], q, base + (r0 + 16u * rt) * D + 16u * c, D, gl_CooperativeMatrixLayoutRowMajor);
+#endif
             o[rt][c] = ACC_ZERO;
         }
         [[unroll]] for (uint h = 0; h < 2; h++) {
@@ -139,6 +164,27 @@ void main() {
         // 2. S = Q Kᵀ, KT tiles of 16 keys (Kᵀ read column-major from the staged rows), each
         //    K matrix loaded once for the subgroup's row tiles.
         ACC s[ROWS][KT];
+#if QS
+        // (QS: D outer, so that each A matrix of Q is loaded once a block.)
+        [[unroll]] for (uint nt = 0; nt < KT; nt++) {
+            [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
+                s[rt][nt] = ACC_ZERO;
+            }
+        }
+        [[unroll]] for (uint c = 0; c < DC; c++) {
+            MATA qm[ROWS];
+            [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
+                coopMatLoad(qm[rt], qs, (r0 - i0 + 16u * rt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutRowMajor);
+            }
+            [[unroll]] for (uint nt = 0; nt < KT; nt++) {
+                MATB kb;
+                coopMatLoad(kb, ks, (16u * nt) * KP4 + 4u * c, KP4, gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
+                    s[rt][nt] = coopMatMulAdd(qm[rt], kb, s[rt][nt]);
+                }
+            }
+        }
+#else
         [[unroll]] for (uint nt = 0; nt < KT; nt++) {
             [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {
                 s[rt][nt] = ACC_ZERO;
@@ -151,6 +197,7 @@ void main() {
                 }
             }
         }
+#endif
 
         MATA pa[ROWS][KT];
         [[unroll]] for (uint rt = 0; rt < ROWS; rt++) {

@@ -212,11 +212,11 @@ fn every_spirv_module_passes_a_current_validator() {
     // 4 mask/dropout options); 32 bf16 forward at the same shapes; 24 f16 backward, 8 at each D,
     // and 24 bf16; the layout probe; the matrix probe, f16 and bf16; 24 products: qk and pv, f16
     // and bf16, f32 or 16-bit scores, at three head dimensions), the device's bf16 layout probe,
-    // the emulated build's 32 forward modules of its two eight-subgroup shapes (f16 / bf16 x
+    // the emulated build's 48 forward modules of its three emulated-only shapes (f16 / bf16 x
     // inference / training x 4 options, each), and the device's 48 builds of the forward on
     // VK_NV_cooperative_matrix2 (3 head dimensions x f16 / bf16 x inference / training x 4
     // mask/dropout options) and 48 of its backward (3 x f16 / bf16 x bwd_kv / bwd_q x 4).
-    assert_eq!(modules.len(), 407);
+    assert_eq!(modules.len(), 423);
     for (name, spirv) in modules {
         let path = dir.join(format!("{name}.spv"));
         std::fs::write(&path, spirv).unwrap();
@@ -795,31 +795,46 @@ fn key_padding(p: &mut Problem, valid: &[u32]) -> Inputs {
 }
 
 #[test]
-fn eight_subgroups_a_workgroup_pass_on_emulated_matrices() {
-    // The emulated shapes no device build has yet (FORWARD_EMULATED's last two: WG = 256, BR =
-    // 128 with one row tile a subgroup), which an A/B build gives the device by one edit of
-    // FORWARD_DEVICE: causal across blocks and past N, ragged N and M, GQA with N < M
-    // bottom-right, N > M (rows with no key) with dropout, a key-padding mask, training, bf16.
+fn the_emulated_only_shapes_pass_on_emulated_matrices() {
+    // The emulated shapes no device build has yet (FORWARD_EMULATED past the device's four:
+    // eight subgroups a workgroup, WG = 256 and BR = 128 with one row tile a subgroup; Q staged
+    // in workgroup memory), which an A/B build gives the device by one edit of FORWARD_DEVICE:
+    // causal across blocks and past N, ragged N and M, GQA with N < M bottom-right, N > M (rows
+    // with no key) with dropout, a key-padding mask, training, bf16.
     let gpu = common::gpu();
-    let shapes: Vec<_> = tiled_coop_vk::FORWARD_EMULATED
-        .iter()
-        .filter(|s| s.subgroups == 8)
-        .copied()
-        .collect();
-    assert_eq!(shapes.len(), 2);
-    for shape in shapes {
-        assert_eq!(shape.br(), 128);
+    let device = tiled_coop_vk::FORWARD_DEVICE.len();
+    let shapes = &tiled_coop_vk::FORWARD_EMULATED[device..];
+    assert_eq!(shapes.len(), 3);
+    assert_eq!(shapes.iter().filter(|s| s.subgroups == 8).count(), 2);
+    assert_eq!(shapes.iter().filter(|s| s.stage_q).count(), 1);
+    for &shape in shapes {
+        // Never what the variant picks: the first shape of its (D, ROWS) is a device one.
+        assert_ne!(
+            tiled_coop_vk::shape(shape.d, shape.rows, Build::Emulated).unwrap(),
+            shape
+        );
         let run = |p: &Problem, x: &Inputs| {
             let plan = variants::tiled::build_coop_vk_emulated_at(p, &gpu.caps, &shape)
                 .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
             let d = &plan.dispatches[0];
-            assert!(d.shader.tag.contains("_sg8"), "{}", d.shader.tag);
-            assert_eq!(d.workgroups[0], p.seq.div_ceil(128));
+            assert_eq!(
+                d.shader.tag.contains("_sg8"),
+                shape.subgroups == 8,
+                "{}",
+                d.shader.tag
+            );
+            assert_eq!(
+                d.shader.tag.contains("_qs"),
+                shape.stage_q,
+                "{}",
+                d.shader.tag
+            );
+            assert_eq!(d.workgroups[0], p.seq.div_ceil(shape.br()));
             assert_eq!(
                 kernels::workgroup_bytes(&d.shader, d.entry, &d.overrides),
-                Some(shape.storage() + tiled_coop_vk::emu_storage(8))
+                Some(shape.storage() + tiled_coop_vk::emu_storage(shape.subgroups))
             );
-            common::plan_passes(p, x, "tiled-coop-vk", "sg8-emu", plan);
+            common::plan_passes(p, x, "tiled-coop-vk", "emulated-only shape", plan);
         };
         let at = |b, h, n, causal| {
             let mut p = f16(b, h, n, causal);

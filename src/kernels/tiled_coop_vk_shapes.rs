@@ -6,8 +6,9 @@
 /// One build of the forward at one head dimension and one ROWS (16-row tiles a subgroup): keys a
 /// block (BC), whether the next block is loaded into registers while this one is computed
 /// (PREFETCH), whether it has training builds (LSE: also writes L), which only a head
-/// dimension with a backward build (BACKWARD_DEVICE) needs, and the 32-wide subgroups a
-/// workgroup (4, or 8: WG = 256 invocations, BR = 16 ROWS x subgroups rows).
+/// dimension with a backward build (BACKWARD_DEVICE) needs, the 32-wide subgroups a workgroup
+/// (4, or 8: WG = 256 invocations, BR = 16 ROWS x subgroups rows), and whether Q's rows are
+/// staged in workgroup memory (QS) instead of held as A matrices in registers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForwardShape {
     pub d: u32,
@@ -16,12 +17,15 @@ pub struct ForwardShape {
     pub prefetch: bool,
     pub training: bool,
     pub subgroups: u32,
+    pub stage_q: bool,
 }
 
 impl ForwardShape {
-    /// Workgroup storage: K and V staged, 2 x BC x (D + 8) f16 (the kernel's header).
+    /// Workgroup storage: K and V staged, 2 x BC x (D + 8) f16, and with QS Q's BR x (D + 8)
+    /// (the kernel's header).
     pub const fn storage(&self) -> u64 {
-        2 * self.bc as u64 * (self.d as u64 + 8) * 2
+        let rows = 2 * self.bc + if self.stage_q { self.br() } else { 0 };
+        rows as u64 * (self.d as u64 + 8) * 2
     }
 
     /// Query rows a workgroup: 16 a row tile, ROWS tiles a subgroup.
@@ -37,13 +41,14 @@ impl ForwardShape {
     /// The module's name (build.rs adds `_emu` to the emulated build's): bf16 or f16 storage.
     pub fn module(&self, bf16: bool, lse: bool, options: &str) -> String {
         format!(
-            "tiled_coop_vk{}_d{}_b{}{}_r{}{}{}{options}",
+            "tiled_coop_vk{}_d{}_b{}{}_r{}{}{}{}{options}",
             dtype_tag(bf16),
             self.d,
             self.bc,
             if self.prefetch { "" } else { "_np" },
             self.rows,
             if self.subgroups == 4 { String::new() } else { format!("_sg{}", self.subgroups) },
+            if self.stage_q { "_qs" } else { "" },
             if lse { "_lse" } else { "" }
         )
     }
@@ -59,10 +64,10 @@ impl ForwardShape {
 /// D = 256 753.9 µs without prefetch against 1190.1 with it, and 493.0 with blocks of 16 against
 /// 744.8 with 32.
 pub const FORWARD_DEVICE: [ForwardShape; 4] = [
-    ForwardShape { d: 64, rows: 1, bc: 32, prefetch: true, training: true, subgroups: 4 },
-    ForwardShape { d: 64, rows: 2, bc: 64, prefetch: true, training: true, subgroups: 4 },
-    ForwardShape { d: 128, rows: 1, bc: 32, prefetch: true, training: true, subgroups: 4 },
-    ForwardShape { d: 256, rows: 1, bc: 16, prefetch: false, training: true, subgroups: 4 },
+    ForwardShape { d: 64, rows: 1, bc: 32, prefetch: true, training: true, subgroups: 4, stage_q: false },
+    ForwardShape { d: 64, rows: 2, bc: 64, prefetch: true, training: true, subgroups: 4, stage_q: false },
+    ForwardShape { d: 128, rows: 1, bc: 32, prefetch: true, training: true, subgroups: 4, stage_q: false },
+    ForwardShape { d: 256, rows: 1, bc: 16, prefetch: false, training: true, subgroups: 4, stage_q: false },
 ];
 
 /// The emulated builds (the tests', on lavapipe's 32 KiB beside the emulation's 8704 bytes, 17408
@@ -70,16 +75,19 @@ pub const FORWARD_DEVICE: [ForwardShape; 4] = [
 /// 16 (tests/coop_vk.rs, `workgroup_memory_is_read_from_the_spirv`, checks both), then shapes no
 /// device build has yet, which [`shape`](crate::kernels::tiled_coop_vk::shape) never picks (it
 /// takes the first of a (D, ROWS)) and the tests run by name, so that an A/B build (one edit of
-/// FORWARD_DEVICE) runs logic CI has checked: D = 64 and 128 with eight subgroups a workgroup.
+/// FORWARD_DEVICE) runs logic CI has checked: D = 64 and 128 with eight subgroups a workgroup,
+/// and D = 64 with Q staged in workgroup memory (at D = 128 that would not fit lavapipe's 32 KiB;
+/// the code is the same at every D).
 /// A device shape that does not fit lavapipe needs an entry of its own here, as BACKWARD_EMULATED
 /// has.
-pub const FORWARD_EMULATED: [ForwardShape; 6] = [
+pub const FORWARD_EMULATED: [ForwardShape; 7] = [
     FORWARD_DEVICE[0],
     FORWARD_DEVICE[1],
     FORWARD_DEVICE[2],
     FORWARD_DEVICE[3],
-    ForwardShape { d: 64, rows: 1, bc: 32, prefetch: true, training: true, subgroups: 8 },
-    ForwardShape { d: 128, rows: 1, bc: 16, prefetch: true, training: true, subgroups: 8 },
+    ForwardShape { d: 64, rows: 1, bc: 32, prefetch: true, training: true, subgroups: 8, stage_q: false },
+    ForwardShape { d: 128, rows: 1, bc: 16, prefetch: true, training: true, subgroups: 8, stage_q: false },
+    ForwardShape { d: 64, rows: 1, bc: 32, prefetch: true, training: true, subgroups: 4, stage_q: true },
 ];
 
 /// One build of the backward passes at one head dimension: rows (bwd_kv) or keys (bwd_q) a staged
