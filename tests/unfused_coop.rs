@@ -122,6 +122,32 @@ fn the_scores_stay_f32_where_a_step_needs_them_so_and_the_plan_says_why() {
 }
 
 #[test]
+fn sixteen_bit_scores_take_twice_the_heads_a_chunk() {
+    // A binding that holds two heads' f32 scores holds four heads' f16 ones: unfused-inplace (and
+    // unfused-coop in training, f32 scores) chunk 4 heads in 2, unfused-coop's inference in 1.
+    let mut caps = common::matrix_adapter();
+    caps.max_storage_binding = 2 * 128 * 128 * 4;
+    let chunks = |variant: &str, backward: bool| {
+        let mut p = f16(4, 128, 64, true);
+        p.backward = backward;
+        let plan = variants::plan(variant, &p, &caps).unwrap();
+        let get = |k: &str| plan.config.iter().find(|(n, _)| n == k).unwrap().1;
+        (get("chunks"), get("heads_per_chunk"))
+    };
+    assert_eq!(chunks("unfused-inplace", false), (2.0, 2.0));
+    assert_eq!(chunks("unfused-coop", true), (2.0, 2.0));
+    assert_eq!(chunks("unfused-coop", false), (1.0, 4.0));
+    // And run: two chunks of two heads' f16 scores each (head_offset into 16-bit S), emulated.
+    let mut small = common::gpu().caps.clone();
+    small.max_storage_binding = 4 * 128 * 64 * 2 + gemm_coop_vk::PAD_ROWS * 64 * 2;
+    let p = f16(4, 128, 64, true);
+    let plan = variants::unfused::build_coop_emulated(&p, &small).unwrap();
+    let get = |k: &str| plan.config.iter().find(|(n, _)| n == k).unwrap().1;
+    assert_eq!((get("chunks"), get("heads_per_chunk")), (2.0, 2.0));
+    common::plan_passes(&p, &Inputs::generate(&p), "unfused-coop", "chunked", plan);
+}
+
+#[test]
 fn refusals_name_their_reason() {
     let caps = common::matrix_adapter();
     let why = |p: &Problem, caps: &AdapterCaps| match variants::plan("unfused-coop", p, caps) {

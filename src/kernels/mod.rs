@@ -353,11 +353,15 @@ pub(crate) fn check_grid(
     Ok(groups as u32)
 }
 
-/// Chunking of the N x N buffers over heads: how many heads' N x N f32 matrices fit one binding
-/// and one buffer (and 32-bit indexing), in whole groups of query heads (GQA). `Err` only when
-/// not even one group fits.
-pub(crate) fn heads_per_chunk(p: &Problem, caps: &AdapterCaps) -> std::result::Result<u64, String> {
-    let per_head = p.seq as u64 * p.kv_seq as u64 * 4;
+/// Chunking of the N x N buffers over heads: how many heads' N x N matrices of `score_bytes`
+/// a score (4 for f32, 2 for 16-bit scores) fit one binding and one buffer (and 32-bit
+/// indexing), in whole groups of query heads (GQA). `Err` only when not even one group fits.
+pub(crate) fn heads_per_chunk(
+    p: &Problem,
+    caps: &AdapterCaps,
+    score_bytes: u64,
+) -> std::result::Result<u64, String> {
+    let per_head = p.seq as u64 * p.kv_seq as u64 * score_bytes;
     let limit = caps
         .max_storage_binding
         .min(caps.max_buffer)

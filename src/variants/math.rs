@@ -50,7 +50,7 @@ pub fn build(p: &Problem, caps: &AdapterCaps) -> Result<Plan, String> {
     }
     let mask_bytes = check_mask(p, caps)?;
     // Two N x N buffers (M and S) per chunk.
-    let per = heads_per_chunk(p, caps)?;
+    let per = heads_per_chunk(p, caps, 4)?;
     let parts = chunks(bh, per);
     let nn_bytes = per * n * p.kv_seq as u64 * 4;
     let rows_bytes = per * n * 4;

@@ -212,10 +212,7 @@ fn build(
 
     check_binding("Q ([B, H, N, D])", qkv, caps)?;
     let mask_bytes = check_mask(p, caps)?;
-    let per = heads_per_chunk(p, caps)?;
-    let parts = chunks(bh, per);
-    check_grid("B*H (one workgroup layer per head)", per, caps)?;
-
+    // 16-bit scores where the plan may keep them (fewer, larger chunks).
     let (scores, scores_why) = match gemm {
         Gemm::Scalar => (Scores::F32, None),
         Gemm::Coop(_) => match coop_scores(p) {
@@ -223,6 +220,10 @@ fn build(
             Err(why) => (Scores::F32, Some(why)),
         },
     };
+    let per = heads_per_chunk(p, caps, scores.bytes())?;
+    let parts = chunks(bh, per);
+    check_grid("B*H (one workgroup layer per head)", per, caps)?;
+
     let nn_bytes = per * n * p.kv_seq as u64 * scores.bytes();
     let kv = p.kv_bytes();
     let mut buffers = vec![
