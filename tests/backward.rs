@@ -5,20 +5,13 @@
 
 mod common;
 
-use attn_wgpu::gpu::runner::{Runner, Schedule};
+use attn_wgpu::gpu::runner::Runner;
 use attn_wgpu::problem::{DType, Inputs, Problem};
 use attn_wgpu::run::run_variant;
 use attn_wgpu::validate::Verdict;
 use attn_wgpu::{variants, Error};
 use common::{bin, stderr};
 use rand_core::SeedableRng;
-
-const SCHED: Schedule = Schedule {
-    warmup: 0,
-    reps: 1,
-    host_reps: 0,
-    warmup_ms: None,
-};
 
 fn expected_refusal(p: &Problem, variant: &str, reason: &str) -> bool {
     (p.dtype == DType::BF16 && p.head_dim % 2 == 1 && reason.contains("D must be even"))
@@ -43,7 +36,7 @@ fn randomized_backward_equivalence_suite() {
     let mut per_variant = std::collections::BTreeMap::<&str, u32>::new();
     while ran < 160 {
         let c = common::random_case(&mut rng, true);
-        match run_variant(gpu, &mut runner, &c.p, &c.x, c.variant, SCHED, false) {
+        match run_variant(gpu, &mut runner, &c.p, &c.x, c.variant, common::ONCE, false) {
             Ok(r) => {
                 ran += 1;
                 *per_variant.entry(c.variant).or_default() += 1;
@@ -143,7 +136,7 @@ fn running_the_refused_plan_anyway_gives_wrong_gradients() {
     plan.variant = "unfused-inplace-exp".into();
     assert!(plan.check_saved().is_err());
     let mut runner = Runner::new(gpu).unwrap();
-    let m = runner.execute(&plan, &x, SCHED).unwrap();
+    let m = runner.execute(&plan, &x, common::ONCE).unwrap();
     let o = attn_wgpu::validate::validate(
         &p,
         &x,
@@ -330,7 +323,7 @@ fn tiled_backward_passes_at_every_head_dim_random_cases() {
         if c.p.dtype == DType::F16 && !gpu.caps.f16 {
             continue;
         }
-        match run_variant(gpu, &mut runner, &c.p, &c.x, c.variant, SCHED, false) {
+        match run_variant(gpu, &mut runner, &c.p, &c.x, c.variant, common::ONCE, false) {
             Ok(r) => {
                 ran += 1;
                 let tile = Tile::for_problem(&c.p, &gpu.caps).unwrap();

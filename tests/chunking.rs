@@ -3,7 +3,7 @@
 
 mod common;
 
-use attn_wgpu::gpu::runner::{Runner, Schedule};
+use attn_wgpu::gpu::runner::Runner;
 use attn_wgpu::mask::normalize;
 use attn_wgpu::problem::{Convention, DType, Inputs, Problem};
 use attn_wgpu::validate::{rows_to_check, validate, Verdict};
@@ -30,18 +30,7 @@ fn chunked_plans_run_and_match() {
                 .map(|d| d.params.head_offset)
                 .collect();
             assert_eq!(qk, [0, 2, 4], "{name}: three chunks");
-            let m = runner
-                .execute(
-                    &plan,
-                    &x,
-                    Schedule {
-                        warmup: 0,
-                        reps: 1,
-                        host_reps: 0,
-                        warmup_ms: None,
-                    },
-                )
-                .unwrap();
+            let m = runner.execute(&plan, &x, common::ONCE).unwrap();
             let sem = variants::find(name).unwrap().fully_masked;
             let v = validate(&p, &x, &m.output, &rows_to_check(&p), sem);
             assert_eq!(v.verdict, Verdict::Pass, "{name} {dtype:?}: {v:?}");

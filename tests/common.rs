@@ -14,6 +14,14 @@ use rand_core::RngCore;
 /// The variants every test adapter runs (no cooperative matrices, no decode-only regime).
 pub const PORTABLE: [&str; 4] = ["unfused", "unfused-inplace", "math", "tiled"];
 
+/// One recorded forward (and backward), no warm-up, no host-only repetitions: the tests' run.
+pub const ONCE: attn_wgpu::gpu::runner::Schedule = attn_wgpu::gpu::runner::Schedule {
+    warmup: 0,
+    reps: 1,
+    host_reps: 0,
+    warmup_ms: None,
+};
+
 pub fn gpu() -> &'static Gpu {
     static GPU: OnceLock<Gpu> = OnceLock::new();
     GPU.get_or_init(|| {
@@ -54,13 +62,7 @@ pub fn run_passing(
         Err(attn_wgpu::Error::Incompatible { reason, .. }) if expected(&reason) => return None,
         Err(e) => panic!("{variant} {}: unexpected refusal: {e}", p.shape_string()),
     }
-    let schedule = attn_wgpu::gpu::runner::Schedule {
-        warmup: 0,
-        reps: 1,
-        host_reps: 0,
-        warmup_ms: None,
-    };
-    let r = attn_wgpu::run::run_variant(gpu(), runner, p, x, variant, schedule, false)
+    let r = attn_wgpu::run::run_variant(gpu(), runner, p, x, variant, ONCE, false)
         .unwrap_or_else(|e| panic!("{variant} {}: {e}", p.shape_string()));
     let val = r.validation.as_ref().unwrap();
     assert_eq!(
@@ -360,14 +362,8 @@ pub fn plan_passes(
 ) -> attn_wgpu::run::VariantRun {
     use attn_wgpu::validate::Verdict;
     let sem = variants::find(variant).unwrap().fully_masked;
-    let once = attn_wgpu::gpu::runner::Schedule {
-        warmup: 0,
-        reps: 1,
-        host_reps: 0,
-        warmup_ms: None,
-    };
     let mut runner = attn_wgpu::gpu::runner::Runner::new(gpu()).unwrap();
-    let r = attn_wgpu::run::run_plan(&mut runner, p, x, label, plan, sem, once)
+    let r = attn_wgpu::run::run_plan(&mut runner, p, x, label, plan, sem, ONCE)
         .unwrap_or_else(|e| panic!("{label} {}: {e}", p.shape_string()));
     let val = r.validation.as_ref().unwrap();
     assert_eq!(

@@ -11,7 +11,7 @@
 
 mod common;
 
-use attn_wgpu::gpu::runner::{Runner, Schedule};
+use attn_wgpu::gpu::runner::Runner;
 use attn_wgpu::gpu::{AdapterCaps, Bf16Matrix, Cm2, CoopLayout};
 use attn_wgpu::kernels::{self, tiled_coop_vk, tiled_coop_vk::Build};
 use attn_wgpu::problem::{BiasLayout, CausalAlign, DType, Inputs, Problem};
@@ -619,13 +619,6 @@ fn workgroup_memory_is_read_from_the_spirv() {
     assert_eq!(kernels::spirv_workgroup_bytes(b"not spir-v at all"), None);
 }
 
-const ONCE: Schedule = Schedule {
-    warmup: 0,
-    reps: 1,
-    host_reps: 0,
-    warmup_ms: None,
-};
-
 #[test]
 fn the_probe_runs_through_the_runner_on_emulated_matrices() {
     // The emulation holds the assumed layout by construction: what this checks is the probe's
@@ -672,8 +665,16 @@ fn emulated_passes_on(p: &Problem, x: &Inputs, rows: u32) -> attn_wgpu::run::Var
     assert_eq!(d.workgroups[0], p.seq.div_ceil(64 * rows));
     let sem = variants::find("tiled-coop-vk").unwrap().fully_masked;
     let mut runner = Runner::new(gpu).unwrap();
-    let r = attn_wgpu::run::run_plan(&mut runner, p, x, "tiled-coop-vk-emu", plan, sem, ONCE)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
+    let r = attn_wgpu::run::run_plan(
+        &mut runner,
+        p,
+        x,
+        "tiled-coop-vk-emu",
+        plan,
+        sem,
+        common::ONCE,
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
     let val = r.validation.as_ref().unwrap();
     assert_eq!(
         val.verdict,
@@ -1097,7 +1098,7 @@ fn emulated_l_matches(runner: &mut Runner, p: &Problem, rows: u32) {
         bias: None,
         d_o: None,
     };
-    let got = runner.execute(&plan, &packed, ONCE).unwrap().output;
+    let got = runner.execute(&plan, &packed, common::ONCE).unwrap().output;
     let (n, m, d) = (p.seq as usize, p.kv_seq as usize, p.head_dim as usize);
     let group = (p.heads / p.kv_heads) as usize;
     let c = p.scale as f64 * std::f64::consts::LOG2_E;
@@ -1154,7 +1155,9 @@ fn the_kernel_writes_l_for_the_backward_on_emulated_matrices() {
     let mut runner = Runner::new(gpu).unwrap();
     let p = f16(1, 2, 96, true);
     let plan = variants::tiled::build_coop_vk_emulated(&p, &gpu.caps, 1).unwrap();
-    runner.execute(&plan, &Inputs::generate(&p), ONCE).unwrap();
+    runner
+        .execute(&plan, &Inputs::generate(&p), common::ONCE)
+        .unwrap();
     for rows in [1, 2] {
         emulated_l_matches(&mut runner, &p, rows);
         let mut q = f16(1, 4, 40, false);
@@ -1194,7 +1197,7 @@ fn the_matrix_probe_runs_on_emulated_matrices_and_sets_the_coop_ceiling() {
         assert_eq!(d.shader.tag, tag);
         assert_eq!(d.name, if bf16 { "matrix_bf16" } else { "matrix_f16" });
         let inputs = Inputs::none();
-        let m = runner.execute(&plan, &inputs, ONCE).unwrap();
+        let m = runner.execute(&plan, &inputs, common::ONCE).unwrap();
         assert!(m.reps[0].dispatch_gpu_us[0].is_some_and(|us| us > 0.0));
     }
 

@@ -6,19 +6,12 @@
 mod common;
 
 use attn_wgpu::dropout::Dropout;
-use attn_wgpu::gpu::runner::{Runner, Schedule};
+use attn_wgpu::gpu::runner::Runner;
 use attn_wgpu::problem::{DType, Inputs, Problem};
 use attn_wgpu::run::run_variant;
 use attn_wgpu::validate::Verdict;
 use attn_wgpu::{variants, Error};
 use common::{bin, stderr};
-
-const SCHED: Schedule = Schedule {
-    warmup: 0,
-    reps: 1,
-    host_reps: 0,
-    warmup_ms: None,
-};
 
 /// The keep mask a variant applied, read off its output: with Q = 0 every probability of a
 /// non-causal row is 1/N, and with V = the identity (D = N) output element (i, d) is
@@ -33,7 +26,7 @@ fn observed_mask(variant: &str, p: &Problem) -> Option<Vec<bool>> {
         *v = if row == col { 1.0 } else { 0.0 };
     }
     let mut runner = Runner::new(gpu).unwrap();
-    let r = match run_variant(gpu, &mut runner, p, &x, variant, SCHED, false) {
+    let r = match run_variant(gpu, &mut runner, p, &x, variant, common::ONCE, false) {
         Ok(r) => r,
         Err(Error::Incompatible { reason, .. }) => {
             eprintln!("{variant}: refused here: {reason}");

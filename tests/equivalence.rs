@@ -5,7 +5,7 @@
 
 mod common;
 
-use attn_wgpu::gpu::runner::{Runner, Schedule};
+use attn_wgpu::gpu::runner::Runner;
 use attn_wgpu::mask::{normalize, MaskValues, Semantics, UserMask};
 use attn_wgpu::problem::{Convention, DType, Inputs, Problem};
 use attn_wgpu::run::run_variant;
@@ -13,13 +13,6 @@ use attn_wgpu::validate::Verdict;
 use attn_wgpu::variants;
 use attn_wgpu::Error;
 use rand_core::SeedableRng;
-
-const SCHED: Schedule = Schedule {
-    warmup: 0,
-    reps: 1,
-    host_reps: 0,
-    warmup_ms: None,
-};
 
 #[test]
 fn randomized_equivalence_suite() {
@@ -31,7 +24,7 @@ fn randomized_equivalence_suite() {
     let t0 = std::time::Instant::now();
     while ran < 520 {
         let c = common::random_case(&mut rng, false);
-        match run_variant(gpu, &mut runner, &c.p, &c.x, c.variant, SCHED, false) {
+        match run_variant(gpu, &mut runner, &c.p, &c.x, c.variant, common::ONCE, false) {
             Ok(r) => {
                 ran += 1;
                 let v = r.validation.unwrap();
@@ -94,7 +87,7 @@ fn runs_here(variant: &str, p: &Problem) -> bool {
 
 /// Runs `variant` and returns its output; panics with the validation on failure.
 fn run_ok(runner: &mut Runner, p: &Problem, x: &Inputs, variant: &str) -> Vec<f32> {
-    let r = run_variant(common::gpu(), runner, p, x, variant, SCHED, false)
+    let r = run_variant(common::gpu(), runner, p, x, variant, common::ONCE, false)
         .unwrap_or_else(|e| panic!("{variant} {}: {e}", p.shape_string()));
     let v = r.validation.clone().unwrap();
     assert_eq!(
@@ -221,7 +214,7 @@ fn n_one_and_odd_d_in_every_dtype() {
                 let mut p = Problem::new(1, 2, n, d, true, 3);
                 p.dtype = dtype;
                 let x = Inputs::generate(&p);
-                match run_variant(gpu, &mut runner, &p, &x, variant, SCHED, false) {
+                match run_variant(gpu, &mut runner, &p, &x, variant, common::ONCE, false) {
                     Ok(r) => assert!(r.passed(), "{variant} {}", p.shape_string()),
                     Err(Error::Incompatible { reason, .. }) => {
                         // Odd D is refused only for bf16 (u32 pairs within a row), never by math.
