@@ -129,7 +129,7 @@ pub(crate) use scores_kernel;
 
 /// How a plan stores its materialized N x N scores S (then P): the scores prelude
 /// (shaders/scores_*.wgsl) of the kernels that move them four at a time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scores {
     /// f32: `unfused` and `unfused-inplace` (whatever the dtype), and any plan whose backward
     /// or dropout reads the scores.
