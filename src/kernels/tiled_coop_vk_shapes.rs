@@ -54,19 +54,21 @@ impl ForwardShape {
     }
 }
 
-/// The device builds (NVIDIA's 48 KiB of workgroup memory): D = 64 with blocks of 32 keys
-/// prefetched, and with two row tiles a subgroup (long sequences) blocks of 64; D = 128 with
-/// blocks of 32 prefetched; D = 256 with blocks of 16 and no prefetch (2 x 64 x 264 f16 = 67584
-/// bytes would not fit, and O and Q alone take 192 registers a lane there). Measured on the H100
-/// at B8 H16 causal f16 (results/EXPERIMENTS.md, v41-coop-vk-wide, v45-ab, v46-ab): D = 64 N1024
-/// 143.8 µs with blocks of 32 against 170.7 with 64, but with two row tiles at N4096 1871.2
-/// against 1727.3; D = 128 282.0 µs with blocks of 32 against 388.0 with 64 (and 307.3 with 16);
-/// D = 256 753.9 µs without prefetch against 1190.1 with it, and 493.0 with blocks of 16 against
-/// 744.8 with 32.
+/// The device builds (NVIDIA's 48 KiB of workgroup memory), none prefetching the next block:
+/// D = 64 with blocks of 32 keys, and with two row tiles a subgroup (long sequences) blocks of 64;
+/// D = 128 with blocks of 32; D = 256 with blocks of 16 (2 x 64 x 264 f16 = 67584 bytes of
+/// prefetch would not fit, and O and Q alone take 192 registers a lane there). Measured on the
+/// H100 at B8 H16 causal f16 (results/EXPERIMENTS.md, v41-coop-vk-wide, v45-ab, v46-ab, v48-ab):
+/// D = 64 N1024 143.8 µs with blocks of 32 against 170.7 with 64, and 138.5 without prefetch
+/// against 144.1 with it; two row tiles at N4096 1507.0 without prefetch against 1750.0 with it
+/// (and 1768.4 with blocks of 32); D = 128 282.0 µs with blocks of 32 against 388.0 with 64 (and
+/// 307.3 with 16), and 255.3 without prefetch against 283.0 with it; D = 256 753.9 µs without
+/// prefetch against 1190.1 with it, and 493.0 with blocks of 16 against 744.8 with 32. The
+/// register prefetch costs more in occupancy than it hides in latency at every D.
 pub const FORWARD_DEVICE: [ForwardShape; 4] = [
-    ForwardShape { d: 64, rows: 1, bc: 32, prefetch: true, training: true, subgroups: 4, stage_q: false },
-    ForwardShape { d: 64, rows: 2, bc: 64, prefetch: true, training: true, subgroups: 4, stage_q: false },
-    ForwardShape { d: 128, rows: 1, bc: 32, prefetch: true, training: true, subgroups: 4, stage_q: false },
+    ForwardShape { d: 64, rows: 1, bc: 32, prefetch: false, training: true, subgroups: 4, stage_q: false },
+    ForwardShape { d: 64, rows: 2, bc: 64, prefetch: false, training: true, subgroups: 4, stage_q: false },
+    ForwardShape { d: 128, rows: 1, bc: 32, prefetch: false, training: true, subgroups: 4, stage_q: false },
     ForwardShape { d: 256, rows: 1, bc: 16, prefetch: false, training: true, subgroups: 4, stage_q: false },
 ];
 
