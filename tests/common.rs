@@ -404,3 +404,29 @@ pub fn matrix_adapter() -> attn_wgpu::gpu::AdapterCaps {
     c.coop_layout = attn_wgpu::gpu::CoopLayout::Assumed;
     c
 }
+
+/// Inputs whose scores rise along the keys: about 11.5 in base 2 every 32 keys over keys 0 .. 63
+/// (with `p.scale` = 0.125), then about 5.8 every 32 over keys 64 .. 127, then back to the random
+/// part alone. A fused kernel's running row maximum moves block after block by more than 8 (base
+/// 2), then by less (where a lazy rescale keeps it and P grows up to 2^8), and later keys fall far
+/// below it. Q's
+/// first component is 4 and K's the ramp (quarters up to 47.25, exact in every dtype); the rest
+/// stays the generator's.
+pub fn rising_scores(p: &Problem) -> Inputs {
+    let mut x = Inputs::generate(p);
+    let d = p.head_dim as usize;
+    let m = p.kv_seq as usize;
+    for row in x.q.chunks_mut(d) {
+        row[0] = 4.0;
+    }
+    // K is [B, Hkv, M, D]: row r is key r % M.
+    for (r, row) in x.k.chunks_mut(d).enumerate() {
+        let j = (r % m) as f32;
+        row[0] = match r % m {
+            0..64 => j / 2.0,
+            64..128 => 31.5 + (j - 64.0) / 4.0,
+            _ => 0.0,
+        };
+    }
+    x
+}

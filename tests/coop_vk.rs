@@ -717,6 +717,31 @@ fn the_kernel_passes_on_emulated_matrices_causal_and_not() {
 }
 
 #[test]
+fn rising_scores_pass_on_emulated_matrices() {
+    // The running row maximum moves block after block, then by less, then sees keys far below it
+    // (common::rising_scores); training at D = 64 and 128 checks the forward's L against the
+    // maximum the row sum was taken against.
+    for bf16 in [false, true] {
+        for d in [64, 128, 256] {
+            for causal in [true, false] {
+                let mut p = f16(1, 2, 160, causal);
+                p.head_dim = d;
+                p.scale = 0.125;
+                p.backward = d <= 128;
+                if bf16 {
+                    p.dtype = DType::BF16;
+                }
+                let x = common::rising_scores(&p);
+                emulated_passes_on(&p, &x, 1);
+                if d == 64 && !p.backward {
+                    emulated_passes_on(&p, &x, 2);
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn the_kernel_passes_on_emulated_matrices_with_gqa_and_n_not_m() {
     // GQA 4:2, N < M bottom-right (a causal offset inside a block); N < M top-left; N > M
     // bottom-right, where the first rows see no key (zeros) and whole blocks are skipped.
