@@ -94,7 +94,7 @@ training() {
   done
 }
 
-# The training step at the wide heads (D = 128, 256), f16 and bf16, and f32 at D = 128: a part of
+# The training step at the wide heads (D = 128, 256), f16, bf16 and f32: a part of
 # its own, since the H200 took 221 s for PyTorch's half of `training` alone.
 training-wide() {
   "$B" run --variant tiled $SEED --seq 1024 --reps 50 --warmup 20 >/dev/null 2>&1
@@ -102,11 +102,15 @@ training-wide() {
   for d in 128 256; do for dt in f16 bf16; do
     torch "$o/torch_bwd_${dt}_N1024_D$d.json" $W --head-dim $d --dtype $dt
   done; done
-  torch "$o/torch_bwd_f32_N1024_D128.json" $W --head-dim 128 --dtype f32 --variants naive-inplace,efficient
+  for d in 128 256; do
+    torch "$o/torch_bwd_f32_N1024_D$d.json" $W --head-dim $d --dtype f32 --variants naive-inplace,efficient
+  done
   for d in 128 256; do for dt in f16 bf16; do
     attn "$o/attn_bwd_${dt}_N1024_D$d.json" --variant all $W --head-dim $d --dtype $dt
   done; done
-  attn "$o/attn_bwd_f32_N1024_D128.json" --variant all $W --head-dim 128 --dtype f32
+  for d in 128 256; do
+    attn "$o/attn_bwd_f32_N1024_D$d.json" --variant all $W --head-dim $d --dtype f32
+  done
 }
 
 decode() {
