@@ -46,7 +46,6 @@ pub fn gpu() -> &'static Gpu {
     })
 }
 
-/// The attn-wgpu binary of this build, for the command-line tests.
 /// Runs `variant` on `p` unless its plan refuses with a reason `expected` accepts (then None;
 /// any other refusal or error panics), and asserts that O and, in training, every gradient PASS.
 pub fn run_passing(
@@ -56,7 +55,6 @@ pub fn run_passing(
     variant: &str,
     expected: impl Fn(&str) -> bool,
 ) -> Option<attn_wgpu::run::VariantRun> {
-    use attn_wgpu::validate::Verdict;
     match variants::plan(variant, p, &gpu().caps) {
         Ok(_) => {}
         Err(attn_wgpu::Error::Incompatible { reason, .. }) if expected(&reason) => return None,
@@ -64,11 +62,19 @@ pub fn run_passing(
     }
     let r = attn_wgpu::run::run_variant(gpu(), runner, p, x, variant, ONCE, false)
         .unwrap_or_else(|e| panic!("{variant} {}: {e}", p.shape_string()));
+    assert_passed(variant, p, &r);
+    Some(r)
+}
+
+/// Asserts that a run's O and, in training, every gradient PASS against f64, naming `label`,
+/// the shape and what failed.
+pub fn assert_passed(label: &str, p: &Problem, r: &attn_wgpu::run::VariantRun) {
+    use attn_wgpu::validate::Verdict;
     let val = r.validation.as_ref().unwrap();
     assert_eq!(
         val.verdict,
         Verdict::Pass,
-        "{variant} {}: {val:?}",
+        "{label} {}: {val:?}",
         p.shape_string()
     );
     if let Some(t) = &r.training {
@@ -76,15 +82,15 @@ pub fn run_passing(
             assert_eq!(
                 g.verdict,
                 Verdict::Pass,
-                "{variant} {}: {} {g:?}",
+                "{label} {}: {} {g:?}",
                 p.shape_string(),
                 g.tensor
             );
         }
     }
-    Some(r)
 }
 
+/// The attn-wgpu binary of this build, for the command-line tests.
 pub fn bin() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_attn-wgpu"))
 }
@@ -360,28 +366,18 @@ pub fn plan_passes(
     label: &str,
     plan: attn_wgpu::plan::Plan,
 ) -> attn_wgpu::run::VariantRun {
-    use attn_wgpu::validate::Verdict;
     let sem = variants::find(variant).unwrap().fully_masked;
     let mut runner = attn_wgpu::gpu::runner::Runner::new(gpu()).unwrap();
     let r = attn_wgpu::run::run_plan(&mut runner, p, x, label, plan, sem, ONCE)
         .unwrap_or_else(|e| panic!("{label} {}: {e}", p.shape_string()));
-    let val = r.validation.as_ref().unwrap();
-    assert_eq!(
-        val.verdict,
-        Verdict::Pass,
-        "{label} {}: {val:?}",
-        p.shape_string()
-    );
     if p.backward {
-        for g in &r.training.as_ref().unwrap().grads {
-            assert_eq!(
-                g.verdict,
-                Verdict::Pass,
-                "{label} {}: {g:?}",
-                p.shape_string()
-            );
-        }
+        assert!(
+            r.training.is_some(),
+            "{label} {}: no training step",
+            p.shape_string()
+        );
     }
+    assert_passed(label, p, &r);
     r
 }
 

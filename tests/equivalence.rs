@@ -89,13 +89,7 @@ fn runs_here(variant: &str, p: &Problem) -> bool {
 fn run_ok(runner: &mut Runner, p: &Problem, x: &Inputs, variant: &str) -> Vec<f32> {
     let r = run_variant(common::gpu(), runner, p, x, variant, common::ONCE, false)
         .unwrap_or_else(|e| panic!("{variant} {}: {e}", p.shape_string()));
-    let v = r.validation.clone().unwrap();
-    assert_eq!(
-        v.verdict,
-        Verdict::Pass,
-        "{variant} {}: {v:?}",
-        p.shape_string()
-    );
+    common::assert_passed(variant, p, &r);
     r.measurement.unwrap().output
 }
 
