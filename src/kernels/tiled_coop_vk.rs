@@ -325,7 +325,13 @@ fn check_problem(
         // have.
         bwd_shape(p.head_dim, build)?;
     }
-    let storage = storage(&shape, build);
+    storage_check(&shape, build, caps)?;
+    Ok(shape)
+}
+
+/// Whether `shape`'s build fits the adapter's workgroup storage.
+pub fn storage_check(shape: &ForwardShape, build: Build, caps: &AdapterCaps) -> Result<(), String> {
+    let storage = storage(shape, build);
     if storage > caps.max_workgroup_storage as u64 {
         return Err(format!(
             "needs {storage} bytes of workgroup storage at D = {} (key blocks of {}), this \
@@ -333,7 +339,7 @@ fn check_problem(
             shape.d, shape.bc, caps.max_workgroup_storage
         ));
     }
-    Ok(shape)
+    Ok(())
 }
 
 /// The fused dispatch (no pipeline constants: the SPIR-V is compiled for its one shape). The

@@ -134,13 +134,7 @@ pub fn build_coop_vk_emulated_at(
     shape: &ForwardShape,
 ) -> Result<Plan, String> {
     tiled_coop_vk::check(p, caps, Build::Emulated, shape.rows)?;
-    let need = tiled_coop_vk::storage(shape, Build::Emulated);
-    if need > caps.max_workgroup_storage as u64 {
-        return Err(format!(
-            "needs {need} bytes of workgroup storage, this adapter allows {}",
-            caps.max_workgroup_storage
-        ));
-    }
+    tiled_coop_vk::storage_check(shape, Build::Emulated, caps)?;
     coop_vk_plan_at(p, caps, Build::Emulated, shape)
 }
 
