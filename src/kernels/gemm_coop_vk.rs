@@ -170,13 +170,15 @@ pub fn qk(
             + 4 * (1 + load)
             + 8 * 5
             + 4,
-        if sc == Scores::F32 {
+        &format!(
             "S = Q·Kᵀ on cooperative matrices (f16 or bf16 products, f32 sums), all N x M scores, \
-             K staged in chunks of 32 columns, S written in f32 as rows of 16-byte words"
-        } else {
-            "S = Q·Kᵀ on cooperative matrices (f16 or bf16 products, f32 sums), all N x M scores, \
-             K staged in chunks of 32 columns, S rounded to the storage dtype as it is written"
-        },
+             K staged in chunks of 32 columns, {}",
+            if sc == Scores::F32 {
+                "S written in f32 as rows of 16-byte words"
+            } else {
+                "S rounded to the storage dtype as it is written"
+            }
+        ),
     ))
 }
 
