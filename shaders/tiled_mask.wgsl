@@ -16,6 +16,15 @@ fn masked(s: vec4<f32>, head: u32, i: u32, j: u32, step: u32, m: u32, causal: bo
     return select(vec4<f32>(ninf), s + b, allowed);
 }
 
+// The lazy online-softmax maximum (FlashAttention-4's): a row's running maximum m moves to the
+// block's maximum mb only when mb exceeds it by more than tau (base 2), so P = exp2(S - m) stays
+// under 2^tau and what was accumulated (O and the row sum) needs rescaling only in a block where
+// some row moved; tau = 0 moves it whenever mb > m, the classic step. A row that has seen no
+// allowed key keeps m = -inf.
+fn lazy_max(m: vec4<f32>, mb: vec4<f32>, tau: f32) -> vec4<f32> {
+    return select(m, mb, mb > m + vec4<f32>(tau));
+}
+
 fn max4(v: vec4<f32>) -> f32 {
     return max(max(v.x, v.y), max(v.z, v.w));
 }

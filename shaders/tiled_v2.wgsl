@@ -44,6 +44,10 @@ override HD: u32 = 0u;
 // their latency hides behind the arithmetic (costs up to 2 x BC/8 vec4 registers); 0: loaded
 // after the barrier that frees the tiles.
 override PREFETCH: u32 = 1u;
+// The lazy-rescale threshold (tiled_mask.wgsl's lazy_max, base 2): O is rescaled only in a block
+// where some row's maximum grew by more than TAU; 0 (the host's default, src/kernels/tiled.rs
+// LAZY_TAU): whenever it grew.
+override TAU: f32 = 0.0;
 // vec4<u32> words of K (and of V) each thread stages per block, at most (BC = 64, f32, D = 64).
 const KV_MAX: u32 = 8u;
 const BR: u32 = 64u;
@@ -157,10 +161,12 @@ fn main(
         mb = max(mb, subgroupShuffleXor(mb, 1u));
         mb = max(mb, subgroupShuffleXor(mb, 2u));
         mb = max(mb, subgroupShuffleXor(mb, 4u));
-        let m_new = max(m, mb);
+        // The lazy maximum (tiled_mask.wgsl): alpha = 1 exactly for a row that did not move.
         // A row that has seen no allowed key yet keeps m = -inf, alpha = 1 and adds nothing.
+        let m_new = lazy_max(m, mb, TAU);
         let live = m_new > vec4<f32>(ninf);
         let alpha = select(vec4<f32>(1.0), exp2(m - m_new), live);
+        let moved = any(m_new != m);
         m = m_new;
         s00 = select(vec4<f32>(0.0), exp2(s00 - m.x), live.x);
         s01 = select(vec4<f32>(0.0), exp2(s01 - m.x), live.x);
@@ -173,10 +179,12 @@ fn main(
         let one = vec4<f32>(1.0);
         l = l * alpha + vec4<f32>(dot(s00 + s01, one), dot(s10 + s11, one),
                                   dot(s20 + s21, one), dot(s30 + s31, one));
-        o00 *= alpha.x; o01 *= alpha.x;
-        o10 *= alpha.y; o11 *= alpha.y;
-        o20 *= alpha.z; o21 *= alpha.z;
-        o30 *= alpha.w; o31 *= alpha.w;
+        if (moved) {
+            o00 *= alpha.x; o01 *= alpha.x;
+            o10 *= alpha.y; o11 *= alpha.y;
+            o20 *= alpha.z; o21 *= alpha.z;
+            o30 *= alpha.w; o31 *= alpha.w;
+        }
 
         // O += P·V. Key 32h + 4src + c belongs to lane `group + src`: its P for this thread's 4
         // rows comes by shuffle, the V row from workgroup memory.

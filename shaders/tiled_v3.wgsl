@@ -46,6 +46,10 @@ override NCH: u32 = (HD + 63u) / 64u;
 // vec4 registers); 0: loaded after the barrier that frees the tiles. The host sets 1 up to
 // D = 128 and 0 above, where the O tile's 128 registers leave no room (measured on the H100).
 override PREFETCH: u32 = 1u;
+// The lazy-rescale threshold (tiled_mask.wgsl's lazy_max, base 2): O is rescaled only in a block
+// where some row's maximum grew by more than TAU; 0 (the host's default, src/kernels/tiled.rs
+// LAZY_TAU): whenever it grew.
+override TAU: f32 = 0.0;
 const BR: u32 = 64u;
 const BC: u32 = 32u;
 // vec4<u32> words of a chunk each thread stages, at most (f32: 16 words a row of the chunk).
@@ -147,10 +151,12 @@ fn main(
         mb = max(mb, subgroupShuffleXor(mb, 1u));
         mb = max(mb, subgroupShuffleXor(mb, 2u));
         mb = max(mb, subgroupShuffleXor(mb, 4u));
-        let m_new = max(m, mb);
+        // The lazy maximum (tiled_mask.wgsl): alpha = 1 exactly for a row that did not move.
         // A row that has seen no allowed key yet keeps m = -inf, alpha = 1 and adds nothing.
+        let m_new = lazy_max(m, mb, TAU);
         let live = m_new > vec4<f32>(ninf);
         let alpha = select(vec4<f32>(1.0), exp2(m - m_new), live);
+        let moved = any(m_new != m);
         m = m_new;
         s0 = select(vec4<f32>(0.0), exp2(s0 - m.x), live.x);
         s1 = select(vec4<f32>(0.0), exp2(s1 - m.y), live.y);
@@ -158,10 +164,12 @@ fn main(
         s3 = select(vec4<f32>(0.0), exp2(s3 - m.w), live.w);
         let one = vec4<f32>(1.0);
         l = l * alpha + vec4<f32>(dot(s0, one), dot(s1, one), dot(s2, one), dot(s3, one));
-        o0 = rescale(o0, alpha);
-        if (NCH > 1u) { o1 = rescale(o1, alpha); }
-        if (NCH > 2u) { o2 = rescale(o2, alpha); }
-        if (NCH > 3u) { o3 = rescale(o3, alpha); }
+        if (moved) {
+            o0 = rescale(o0, alpha);
+            if (NCH > 1u) { o1 = rescale(o1, alpha); }
+            if (NCH > 2u) { o2 = rescale(o2, alpha); }
+            if (NCH > 3u) { o3 = rescale(o3, alpha); }
+        }
         // Dropout (philox.wgsl; dead code without it) after the row sums, as SDPA drops the
         // normalized probabilities: one call for this thread's 4 rows at each of its keys.
         if (DROPOUT) {

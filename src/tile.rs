@@ -46,7 +46,8 @@ pub const KNOBS: &[Knob] = &[
         name: "TAU",
         values: &[0.0, 64.0],
         range: true,
-        what: "tiled-coop: rescale when a row's maximum grows by more than 2^TAU",
+        what:
+            "tiled (rt2, rt3) / tiled-coop: rescale when a row's maximum grows by more than 2^TAU",
     },
     Knob {
         name: "PREFETCH",

@@ -268,6 +268,7 @@ fn rising_scores_pass_in_every_variant() {
     let mut runner = Runner::new(gpu).unwrap();
     let mut failures = Vec::new();
     let mut ran = 0;
+    let mut tiled = 0;
     for dtype in DType::ALL {
         for d in [64u32, 128, 256] {
             for causal in [true, false] {
@@ -276,11 +277,29 @@ fn rising_scores_pass_in_every_variant() {
                 p.scale = 0.125;
                 p.backward = d <= 128 && dtype != DType::F32;
                 let x = common::rising_scores(&p);
-                for variant in variants::names() {
+                // Every variant as it is, and `tiled` with the lazy online softmax
+                // (`--override TAU=8`: its maximum moves only by more than 8 a block).
+                let lazy = |mut p: Problem| {
+                    p.overrides = vec![("TAU".to_string(), 8.0)];
+                    (p, "tiled")
+                };
+                let runs: Vec<(Problem, &str)> = variants::names()
+                    .into_iter()
+                    .map(|v| (p.clone(), v))
+                    .chain([lazy(p.clone())])
+                    .collect();
+                for (p, variant) in runs {
+                    let label = match p.overrides.first() {
+                        Some((k, v)) => format!("{variant} --override {k}={v}"),
+                        None => variant.to_string(),
+                    };
                     match run_variant(gpu, &mut runner, &p, &x, variant, common::ONCE, false) {
-                        Ok(r) if r.passed() => ran += 1,
+                        Ok(r) if r.passed() => {
+                            ran += 1;
+                            tiled += (variant == "tiled") as u32;
+                        }
                         Ok(r) => failures.push(format!(
-                            "{variant} {}: {:?} {:?}",
+                            "{label} {}: {:?} {:?}",
                             p.shape_string(),
                             r.validation.map(|v| v.verdict),
                             r.training.map(|t| t
@@ -290,13 +309,13 @@ fn rising_scores_pass_in_every_variant() {
                                 .collect::<Vec<_>>())
                         )),
                         Err(Error::Incompatible { .. }) => {}
-                        Err(e) => failures.push(format!("{variant} {}: {e}", p.shape_string())),
+                        Err(e) => failures.push(format!("{label} {}: {e}", p.shape_string())),
                     }
                 }
             }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    // tiled runs every one of these cases here (at least).
-    assert!(ran >= 18, "only {ran} runs");
+    // tiled runs every one of these 18 cases here, classic and lazy.
+    assert_eq!(tiled, 36, "{ran} runs, {tiled} of tiled");
 }

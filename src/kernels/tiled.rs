@@ -133,6 +133,14 @@ pub const RT_MAX_HEAD_DIM: u32 = 256;
 /// The largest head dimension at which tiled_v3.wgsl prefetches the next Q/K chunk into registers.
 pub const RT3_PREFETCH_MAX_D: u32 = 128;
 
+/// The lazy-rescale threshold of tiles rt2 and rt3 (tiled_mask.wgsl's `lazy_max`, base 2). 0:
+/// the classic online softmax, O rescaled in every block where a row's maximum grew. With
+/// `--override TAU=8` a row's running maximum moves only when a block's exceeds it by more than
+/// 2^8, and O's rescale is skipped in every block where no row of the thread moved: written for
+/// the v49 A/B and tested on the software adapter, not yet measured on a GPU
+/// (results/EXPERIMENTS.md), so not the default.
+pub const LAZY_TAU: f64 = 0.0;
+
 /// The smallest head dimension of tiled_v3.wgsl (below it, tiled_v2.wgsl holds the row whole).
 pub const RT3_MIN_HEAD_DIM: u32 = 72;
 
@@ -418,6 +426,7 @@ pub fn attention(p: &Problem, caps: &AdapterCaps, cfg: &TileConfig) -> Result<Di
                 ("BC".to_string(), cfg.bc as f64),
                 ("HD".to_string(), p.head_dim as f64),
                 ("PREFETCH".to_string(), 1.0),
+                ("TAU".to_string(), LAZY_TAU),
             ],
         ),
         TileKernel::Rt3 => (
@@ -450,6 +459,7 @@ pub fn attention(p: &Problem, caps: &AdapterCaps, cfg: &TileConfig) -> Result<Di
                         0.0
                     },
                 ),
+                ("TAU".to_string(), LAZY_TAU),
             ],
         ),
         TileKernel::Rt => {
