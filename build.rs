@@ -90,6 +90,7 @@ fn modules() -> Vec<Glsl> {
                         ("ROWS", rows.to_string()),
                         ("WG", shape.invocations().to_string()),
                         ("QS", (shape.stage_q as u8).to_string()),
+                        ("TAU", format!("{}.0", shape.tau())),
                         ("LSE", (lse as u8).to_string()),
                         ("MASK", (mask as u8).to_string()),
                         ("MASK_BINDING", (5 + lse as u8).to_string()),

@@ -10,6 +10,7 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
 #endif
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -116,6 +117,7 @@ const float LOG2E = 1.4426950408889634;
 #define LANE gl_SubgroupInvocationID
 #define SUBGROUP gl_SubgroupID
 #define SHUFFLE_XOR subgroupShuffleXor
+#define SUBGROUP_ANY subgroupAny
 #define SKIP_BLOCK_IF(c) if (c) continue
 #endif
 

@@ -62,6 +62,10 @@ EmuBf emu_bf16_of(float16_t x) {
 #define LANE (gl_LocalInvocationIndex & 31u)
 #define SUBGROUP (gl_LocalInvocationIndex >> 5u)
 #define SHUFFLE_XOR emu_shuffle_xor
+// Whether any lane of the subgroup holds c: here the lane's own c, which a kernel may only use to
+// skip work that would change nothing in the lanes without it (tiled_coop_vk.comp's O rescale by
+// alpha = 1).
+#define SUBGROUP_ANY(c) (c)
 #define SKIP_BLOCK_IF(c)
 
 #include "coop_layout.glsl"

@@ -23,7 +23,8 @@
 //   2. S = Q Kᵀ: KT 16 x 16 f32 tiles (keys 16n ..) a row tile, Q kept as DC A matrices a row
 //      tile;
 //   3. scale to base 2, mask (only blocks that cross the causal diagonal or the last key), row
-//      maxima by shuffles, the online-softmax rescale of the running sum and of O in registers;
+//      maxima by shuffles, the online-softmax rescale of the running sum and of O in registers
+//      (with TAU > 0 lazily: only when some row of the subgroup moved its maximum);
 //   4. P = exp2(S - m) (times the dropout factor, which the row sum does not see) rounded to f16
 //      into A matrices (FlashAttention's single f16 P);
 //   5. O += P V over the KT tiles of 16 keys, DC accumulators a row tile.
@@ -47,13 +48,17 @@
 // as two row tiles a subgroup do, at one row tile's registers; QS (0 or 1) — 1 stages the
 // workgroup's Q rows in workgroup memory once (BR x (D + 8) f16 more) and loads each A matrix of
 // Q from there at its use, instead of holding the DC A matrices in registers (4 DC a lane: 32 at
-// D = 128, 64 at D = 256).
+// D = 128, 64 at D = 256); TAU (0.0 or 8.0) — the lazy-rescale threshold in base 2 (step 3; 0:
+// the classic online softmax, O rescaled in every block where a row's maximum grew).
 #include "coop_vk_common.glsl"
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
 #ifndef QS
 #define QS 0
+#endif
+#ifndef TAU
+#define TAU 0.0
 #endif
 
 #if QS
@@ -218,20 +223,29 @@ void main() {
                     mx[h] = max(mx[h], x);
                 }
             }
+            // Lazy rescale (FlashAttention-4's): a row's maximum moves only when the block's
+            // exceeds it by more than TAU (base 2), so P = exp2(S - m) <= 2^TAU, well inside f16;
+            // O is rescaled only when some row of the subgroup moved (rarely after its first
+            // allowed keys). L = m + log2(sum) holds for whatever m the sum was taken against.
             float alpha[2];
             float mu[2];  // the maximum P is taken against: 0 while a row has seen no allowed key
+            bool moved = false;
             [[unroll]] for (uint h = 0; h < 2; h++) {
                 mx[h] = max(mx[h], SHUFFLE_XOR(mx[h], 1u));
                 mx[h] = max(mx[h], SHUFFLE_XOR(mx[h], 2u));
-                const float mn = max(m[rt][h], mx[h]);
+                const bool up = mx[h] > m[rt][h] + TAU;
+                const float mn = up ? mx[h] : m[rt][h];
                 mu[h] = mn == ninf ? 0.0 : mn;
-                alpha[h] = exp2(m[rt][h] - mu[h]);  // 0 for the first allowed block (m = -inf)
+                alpha[h] = up ? exp2(m[rt][h] - mu[h]) : 1.0;  // 0 for the first allowed block
+                moved = moved || up;
                 m[rt][h] = mn;
                 l[rt][h] *= alpha[h];
             }
-            [[unroll]] for (uint c = 0; c < DC; c++) {
-                [[unroll]] for (uint i = 0; i < 8; i++) {
-                    o[rt][c][i] *= alpha[frag_half(i)];
+            if (SUBGROUP_ANY(moved)) {
+                [[unroll]] for (uint c = 0; c < DC; c++) {
+                    [[unroll]] for (uint i = 0; i < 8; i++) {
+                        o[rt][c][i] *= alpha[frag_half(i)];
+                    }
                 }
             }
 

@@ -211,11 +211,11 @@ fn every_spirv_module_passes_a_current_validator() {
     // 4 mask/dropout options); 32 bf16 forward at the same shapes; 24 f16 backward, 8 at each D,
     // and 24 bf16; the layout probe; the matrix probe, f16 and bf16; 24 products: qk and pv, f16
     // and bf16, f32 or 16-bit scores, at three head dimensions), the device's bf16 layout probe,
-    // the emulated build's 48 forward modules of its three emulated-only shapes (f16 / bf16 x
+    // the emulated build's 96 forward modules of its six emulated-only shapes (f16 / bf16 x
     // inference / training x 4 options, each), and the device's 48 builds of the forward on
     // VK_NV_cooperative_matrix2 (3 head dimensions x f16 / bf16 x inference / training x 4
     // mask/dropout options) and 48 of its backward (3 x f16 / bf16 x bwd_kv / bwd_q x 4).
-    assert_eq!(modules.len(), 423);
+    assert_eq!(modules.len(), 471);
     for (name, spirv) in modules {
         let path = dir.join(format!("{name}.spv"));
         std::fs::write(&path, spirv).unwrap();
@@ -704,7 +704,8 @@ fn the_kernel_passes_on_emulated_matrices_causal_and_not() {
 fn rising_scores_pass_on_emulated_matrices() {
     // The running row maximum moves block after block, then by less, then sees keys far below it
     // (common::rising_scores); training at D = 64 and 128 checks the forward's L against the
-    // maximum the row sum was taken against.
+    // maximum the row sum was taken against. Both the classic builds and the lazy ones.
+    let gpu = common::gpu();
     for bf16 in [false, true] {
         for d in [64, 128, 256] {
             for causal in [true, false] {
@@ -720,6 +721,16 @@ fn rising_scores_pass_on_emulated_matrices() {
                 if d == 64 && !p.backward {
                     emulated_passes_on(&p, &x, 2);
                 }
+                // The lazy build of this D (TAU = 8): the maximum moves by more than 8 a block
+                // in the first blocks, by less after them.
+                let lazy = tiled_coop_vk::FORWARD_EMULATED
+                    .iter()
+                    .find(|s| s.lazy && s.d == d)
+                    .unwrap();
+                let plan = variants::tiled::build_coop_vk_emulated_at(&p, &gpu.caps, lazy)
+                    .unwrap_or_else(|e| panic!("{}: {e}", p.shape_string()));
+                assert!(plan.dispatches[0].shader.tag.contains("_lazy"));
+                common::plan_passes(&p, &x, "tiled-coop-vk", "lazy emulated build", plan);
             }
         }
     }
@@ -808,15 +819,17 @@ fn key_padding(p: &mut Problem, valid: &[u32]) -> Inputs {
 fn the_emulated_only_shapes_pass_on_emulated_matrices() {
     // The emulated shapes no device build has yet (FORWARD_EMULATED past the device's four:
     // eight subgroups a workgroup, WG = 256 and BR = 128 with one row tile a subgroup; Q staged
-    // in workgroup memory), which an A/B build gives the device by one edit of FORWARD_DEVICE:
+    // in workgroup memory; the lazy online softmax at D = 64, 128 and 256), which an A/B build
+    // gives the device by one edit of FORWARD_DEVICE:
     // causal across blocks and past N, ragged N and M, GQA with N < M bottom-right, N > M (rows
     // with no key) with dropout, a key-padding mask, training, bf16.
     let gpu = common::gpu();
     let device = tiled_coop_vk::FORWARD_DEVICE.len();
     let shapes = &tiled_coop_vk::FORWARD_EMULATED[device..];
-    assert_eq!(shapes.len(), 3);
+    assert_eq!(shapes.len(), 6);
     assert_eq!(shapes.iter().filter(|s| s.subgroups == 8).count(), 2);
     assert_eq!(shapes.iter().filter(|s| s.stage_q).count(), 1);
+    assert_eq!(shapes.iter().filter(|s| s.lazy).count(), 3);
     for &shape in shapes {
         // Never what the variant picks: the first shape of its (D, ROWS) is a device one.
         assert_ne!(
@@ -836,6 +849,12 @@ fn the_emulated_only_shapes_pass_on_emulated_matrices() {
             assert_eq!(
                 d.shader.tag.contains("_qs"),
                 shape.stage_q,
+                "{}",
+                d.shader.tag
+            );
+            assert_eq!(
+                d.shader.tag.contains("_lazy"),
+                shape.lazy,
                 "{}",
                 d.shader.tag
             );

@@ -7,8 +7,11 @@
 /// block (BC), whether the next block is loaded into registers while this one is computed
 /// (PREFETCH), whether it has training builds (LSE: also writes L), which only a head
 /// dimension with a backward build (BACKWARD_DEVICE) needs, the 32-wide subgroups a workgroup
-/// (4, or 8: WG = 256 invocations, BR = 16 ROWS x subgroups rows), and whether Q's rows are
-/// staged in workgroup memory (QS) instead of held as A matrices in registers.
+/// (4, or 8: WG = 256 invocations, BR = 16 ROWS x subgroups rows), whether Q's rows are
+/// staged in workgroup memory (QS) instead of held as A matrices in registers, and whether the
+/// online softmax is lazy (TAU = 8: a row's maximum moves only when a block's exceeds it by more
+/// than 2^8, and O is rescaled only in a block where some row of the subgroup moved; TAU = 0: the
+/// classic step, O rescaled every block).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForwardShape {
     pub d: u32,
@@ -18,6 +21,7 @@ pub struct ForwardShape {
     pub training: bool,
     pub subgroups: u32,
     pub stage_q: bool,
+    pub lazy: bool,
 }
 
 impl ForwardShape {
@@ -38,10 +42,24 @@ impl ForwardShape {
         32 * self.subgroups
     }
 
+    /// This build with the lazy online softmax.
+    pub const fn lazy(self) -> ForwardShape {
+        ForwardShape { lazy: true, ..self }
+    }
+
+    /// The kernel's lazy-rescale threshold TAU (base 2): 8 for a lazy build, 0 otherwise.
+    pub const fn tau(&self) -> u32 {
+        if self.lazy {
+            8
+        } else {
+            0
+        }
+    }
+
     /// The module's name (build.rs adds `_emu` to the emulated build's): bf16 or f16 storage.
     pub fn module(&self, bf16: bool, lse: bool, options: &str) -> String {
         format!(
-            "tiled_coop_vk{}_d{}_b{}{}_r{}{}{}{}{options}",
+            "tiled_coop_vk{}_d{}_b{}{}_r{}{}{}{}{}{options}",
             dtype_tag(bf16),
             self.d,
             self.bc,
@@ -49,6 +67,7 @@ impl ForwardShape {
             self.rows,
             if self.subgroups == 4 { String::new() } else { format!("_sg{}", self.subgroups) },
             if self.stage_q { "_qs" } else { "" },
+            if self.lazy { "_lazy" } else { "" },
             if lse { "_lse" } else { "" }
         )
     }
@@ -66,10 +85,10 @@ impl ForwardShape {
 /// prefetch against 1190.1 with it, and 493.0 with blocks of 16 against 744.8 with 32. The
 /// register prefetch costs more in occupancy than it hides in latency at every D.
 pub const FORWARD_DEVICE: [ForwardShape; 4] = [
-    ForwardShape { d: 64, rows: 1, bc: 32, prefetch: false, training: true, subgroups: 4, stage_q: false },
-    ForwardShape { d: 64, rows: 2, bc: 64, prefetch: false, training: true, subgroups: 4, stage_q: false },
-    ForwardShape { d: 128, rows: 1, bc: 32, prefetch: false, training: true, subgroups: 4, stage_q: false },
-    ForwardShape { d: 256, rows: 1, bc: 16, prefetch: false, training: true, subgroups: 4, stage_q: false },
+    ForwardShape { d: 64, rows: 1, bc: 32, prefetch: false, training: true, subgroups: 4, stage_q: false, lazy: false },
+    ForwardShape { d: 64, rows: 2, bc: 64, prefetch: false, training: true, subgroups: 4, stage_q: false, lazy: false },
+    ForwardShape { d: 128, rows: 1, bc: 32, prefetch: false, training: true, subgroups: 4, stage_q: false, lazy: false },
+    ForwardShape { d: 256, rows: 1, bc: 16, prefetch: false, training: true, subgroups: 4, stage_q: false, lazy: false },
 ];
 
 /// The emulated builds (the tests', on lavapipe's 32 KiB beside the emulation's 8704 bytes, 17408
@@ -78,18 +97,22 @@ pub const FORWARD_DEVICE: [ForwardShape; 4] = [
 /// device build has yet, which [`shape`](crate::kernels::tiled_coop_vk::shape) never picks (it
 /// takes the first of a (D, ROWS)) and the tests run by name, so that an A/B build (one edit of
 /// FORWARD_DEVICE) runs logic CI has checked: D = 64 and 128 with eight subgroups a workgroup,
-/// and D = 64 with Q staged in workgroup memory (at D = 128 that would not fit lavapipe's 32 KiB;
-/// the code is the same at every D).
+/// D = 64 with Q staged in workgroup memory (at D = 128 that would not fit lavapipe's 32 KiB;
+/// the code is the same at every D), and the lazy online softmax (`lazy`) at D = 64, 128 and 256
+/// (written for the v49 A/B, not yet measured on a GPU: results/EXPERIMENTS.md).
 /// A device shape that does not fit lavapipe needs an entry of its own here, as BACKWARD_EMULATED
 /// has.
-pub const FORWARD_EMULATED: [ForwardShape; 7] = [
+pub const FORWARD_EMULATED: [ForwardShape; 10] = [
     FORWARD_DEVICE[0],
     FORWARD_DEVICE[1],
     FORWARD_DEVICE[2],
     FORWARD_DEVICE[3],
-    ForwardShape { d: 64, rows: 1, bc: 32, prefetch: true, training: true, subgroups: 8, stage_q: false },
-    ForwardShape { d: 128, rows: 1, bc: 16, prefetch: true, training: true, subgroups: 8, stage_q: false },
-    ForwardShape { d: 64, rows: 1, bc: 32, prefetch: true, training: true, subgroups: 4, stage_q: true },
+    ForwardShape { d: 64, rows: 1, bc: 32, prefetch: true, training: true, subgroups: 8, stage_q: false, lazy: false },
+    ForwardShape { d: 128, rows: 1, bc: 16, prefetch: true, training: true, subgroups: 8, stage_q: false, lazy: false },
+    ForwardShape { d: 64, rows: 1, bc: 32, prefetch: true, training: true, subgroups: 4, stage_q: true, lazy: false },
+    FORWARD_DEVICE[0].lazy(),
+    FORWARD_DEVICE[2].lazy(),
+    FORWARD_DEVICE[3].lazy(),
 ];
 
 /// One build of the backward passes at one head dimension: rows (bwd_kv) or keys (bwd_q) a staged
