@@ -1,21 +1,25 @@
 // tiled_bwd_chunk_kv.wgsl — the dK/dV kernel of tiled_bwd_kv.wgsl with the head dimension walked
-// in two chunks of D4 vec4 (tiled_bwd_d64c.wgsl: D4 = 8, D <= 64; tiled_bwd_d128c.wgsl: D4 = 16,
-// D <= 128), for f32 inputs whose four staged 32-row tiles of the whole D do not fit workgroup
-// memory (68 KiB at D = 128 against NVIDIA's 48): the 32 x 32 tile of tiled_bwd_common.wgsl
-// instead of the small tiles of tiled_bwd_wide.wgsl (16 x 16 at D = 128).
+// in NCH chunks of D4 vec4 (tiled_bwd_d64c.wgsl: two of 8, D <= 64; tiled_bwd_d128c.wgsl: two of
+// 16, D <= 128; tiled_bwd_d256c.wgsl: four of 16, D <= 256, f32; tiled_bwd_d256h.wgsl: four of 16
+// staged in 16 bits, D <= 256, f16/bf16), for inputs whose four staged 32-row tiles of the whole D
+// do not fit workgroup memory (68 KiB at D = 128 in f32 against NVIDIA's 48): the 32 x 32 tile of
+// tiled_bwd_common.wgsl instead of the small tiles of tiled_bwd_wide.wgsl (16 x 16 at D = 128,
+// 8 x 8 at D = 256).
 //
 // A workgroup of 128 threads owns 32 keys of one K/V head and walks the query blocks that see
 // them. Per query block:
 //   phase A, chunk by chunk: stage Q, dO (the block's rows) and K, V (the workgroup's keys) of
 //     the chunk, and add its dot products to S and dP (`dots`); then P and dS (`finish`) into
 //     workgroup memory, as tiled_bwd_kv.wgsl does;
-//   phase B, the last chunk first (its Q and dO are still staged), then the first (re-staged):
+//   phase B, the last chunk first (its Q and dO are still staged), then the others (re-staged):
 //     dV += Pᵀ·dO and dK += dSᵀ·Q for the chunk's columns (thread t: keys 4(t/16) .. +3,
-//     chunk column vec4 t % 16 (threads past D4 compute a copy and store nothing)).
-// 2 x 2 + 1 + 2 barriers a query block; no register prefetch (loads wait). K and V are staged
-// again for every query block (from L2; their device-memory bytes are one pass).
-// Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) vec4 f32, ps, dss 2 x 4 KiB, lse_s, dl_s
-// 256 B: 43264 bytes for D4 = 16, 26880 for D4 = 8.
+//     chunk column vec4 t % 16 (threads past D4 compute a copy and store nothing)), into the
+//     chunk's named accumulators (c0 .. c3: registers, never an array indexed by the chunk).
+// 2 NCH + 1 + 2 (NCH - 1) barriers a query block; no register prefetch (loads wait). K and V are
+// staged again for every query block (from L2; their device-memory bytes are one pass).
+// Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) sv (16 bytes in f32, 8 in 16 bits), ps, dss
+// 2 x 4 KiB, lse_s, dl_s 256 B: 43264 bytes for D4 = 16 in f32, 26880 for D4 = 8, 25856 for
+// D4 = 16 in 16 bits.
 
 // Bindings 1-6 (Q, K, V, dO, L, D): tiled_bwd_lib.wgsl.
 @group(0) @binding(7) var<storage, read_write> dk: array<st>;
@@ -54,14 +58,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let tr = t / 16u;
     let tc = t % 16u;
     let tcc = min(tc, D4 - 1u);
-    var lo = Grad4();  // chunk 0's columns
-    var hi = Grad4();  // chunk 1's
+    var c0 = Grad4();  // chunk 0's columns
+    var c1 = Grad4();  // chunk 1's
+    var c2 = Grad4();  // chunk 2's (NCH = 4)
+    var c3 = Grad4();  // chunk 3's (NCH = 4)
     let first = first_row_block(j0, BT);
     for (var r = 0u; r < params.kv_group; r++) {
     let head = g0 + r;
     for (var i0 = first; i0 < n; i0 += BT) {
         var acc = Dots();
-        for (var ch = 0u; ch < 2u; ch++) {
+        for (var ch = 0u; ch < NCH; ch++) {
             // The previous chunk's (or block's) staged tiles, P and dS are consumed.
             workgroupBarrier();
             if (ch == 0u) {
@@ -78,28 +84,42 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         put(4u * tr + 2u, tc, tile.p2, tile.ds2);
         put(4u * tr + 3u, tc, tile.p3, tile.ds3);
         workgroupBarrier();
-        hi = phase_b(hi, tr, tcc);
-        workgroupBarrier();
-        stage_chunk(true, true, head, i0, t, n, d, 0u);
-        workgroupBarrier();
-        lo = phase_b(lo, tr, tcc);
+        // Phase B: the last chunk first (still staged), then the others, re-staged.
+        for (var b = 0u; b < NCH; b++) {
+            let ch = NCH - 1u - b;
+            if (b > 0u) {
+                workgroupBarrier();
+                stage_chunk(true, true, head, i0, t, n, d, ch);
+                workgroupBarrier();
+            }
+            if (ch == 0u) {
+                c0 = phase_b(c0, tr, tcc);
+            } else if (ch == 1u) {
+                c1 = phase_b(c1, tr, tcc);
+            } else if (NCH > 2u && ch == 2u) {
+                c2 = phase_b(c2, tr, tcc);
+            } else if (NCH > 3u) {
+                c3 = phase_b(c3, tr, tcc);
+            }
+        }
     }
     }
     if (tc < D4) {
-        store4(kvh, j0 + 4u * tr, tc, d, lo, hi);
+        let j = j0 + 4u * tr;
+        store4(kvh, j, tc, d, c0);
+        store4(kvh, j, tc + D4, d, c1);
+        if (NCH > 2u) {
+            store4(kvh, j, tc + 2u * D4, d, c2);
+            store4(kvh, j, tc + 3u * D4, d, c3);
+        }
     }
 }
 
-// This thread's 4 keys of dK and dV from key j, chunk column vec4 c4 of both chunks.
-fn store4(kvh: u32, j: u32, c4: u32, d: u32, lo: Grad4, hi: Grad4) {
+// This thread's 4 keys of dK and dV from key j at column vec4 c4 (of the whole row).
+fn store4(kvh: u32, j: u32, c4: u32, d: u32, x: Grad4) {
     let m = params.kv_seq;
-    let c_hi = c4 + D4;
-    store_kv(kvh, j, c4, m, d, lo.k0, lo.v0);
-    store_kv(kvh, j + 1u, c4, m, d, lo.k1, lo.v1);
-    store_kv(kvh, j + 2u, c4, m, d, lo.k2, lo.v2);
-    store_kv(kvh, j + 3u, c4, m, d, lo.k3, lo.v3);
-    store_kv(kvh, j, c_hi, m, d, hi.k0, hi.v0);
-    store_kv(kvh, j + 1u, c_hi, m, d, hi.k1, hi.v1);
-    store_kv(kvh, j + 2u, c_hi, m, d, hi.k2, hi.v2);
-    store_kv(kvh, j + 3u, c_hi, m, d, hi.k3, hi.v3);
+    store_kv(kvh, j, c4, m, d, x.k0, x.v0);
+    store_kv(kvh, j + 1u, c4, m, d, x.k1, x.v1);
+    store_kv(kvh, j + 2u, c4, m, d, x.k2, x.v2);
+    store_kv(kvh, j + 3u, c4, m, d, x.k3, x.v3);
 }

@@ -1,14 +1,15 @@
-// tiled_bwd_chunk_q.wgsl — the dQ kernel of tiled_bwd_q.wgsl with the head dimension walked in two
+// tiled_bwd_chunk_q.wgsl — the dQ kernel of tiled_bwd_q.wgsl with the head dimension walked in NCH
 // chunks of D4 vec4 (the tile files and the reason: tiled_bwd_chunk_kv.wgsl). A workgroup of 128
 // threads owns 32 query rows of one head and walks the key blocks they see. Per key block:
 //   phase A, chunk by chunk: stage Q, dO (the workgroup's rows) and K, V (the block's keys) of the
 //     chunk and add its dot products to S and dP (`dots`); dS (`finish`) into workgroup memory;
-//   phase B, the last chunk first (its K still staged), then the first (K re-staged):
+//   phase B, the last chunk first (its K still staged), then the others (K re-staged):
 //     dQ += dS·K for the chunk's columns (thread t: rows 4(t/16) .. +3, chunk column vec4
-//     t % 16; threads past D4 compute a copy and store nothing).
-// 2 x 2 + 1 + 2 barriers a key block; no register prefetch. Q and dO are staged again for every
-// key block. Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) vec4 f32, dst 4 KiB, lse_s, dl_s
-// 256 B: 39168 bytes for D4 = 16, 22784 for D4 = 8.
+//     t % 16; threads past D4 compute a copy and store nothing), into the chunk's named
+//     accumulators.
+// 2 NCH + 1 + 2 (NCH - 1) barriers a key block; no register prefetch. Q and dO are staged again
+// for every key block. Workgroup storage: qs, gs, ks, vs 4 x 32 x (D4 + 1) sv, dst 4 KiB, lse_s,
+// dl_s 256 B: 39168 bytes for D4 = 16 in f32, 22784 for D4 = 8, 21760 for D4 = 16 in 16 bits.
 
 // Bindings 1-6 (Q, K, V, dO, L, D): tiled_bwd_lib.wgsl.
 @group(0) @binding(7) var<storage, read_write> dq: array<st>;
@@ -41,12 +42,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let tc = t % 16u;
     let tcc = min(tc, D4 - 1u);
     stage_stats(head, i0, t, n);
-    var lo = Grad4();  // chunk 0's columns
-    var hi = Grad4();  // chunk 1's
+    var c0 = Grad4();  // chunk 0's columns
+    var c1 = Grad4();  // chunk 1's
+    var c2 = Grad4();  // chunk 2's (NCH = 4)
+    var c3 = Grad4();  // chunk 3's (NCH = 4)
     let end = causal_keys(i0 + BT);
     for (var j0 = 0u; j0 < end; j0 += BT) {
         var acc = Dots();
-        for (var ch = 0u; ch < 2u; ch++) {
+        for (var ch = 0u; ch < NCH; ch++) {
             // The previous chunk's (or block's) staged tiles and dS are consumed.
             workgroupBarrier();
             stage_chunk(true, true, head, i0, t, n, d, ch);
@@ -58,21 +61,40 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         dst[tc * 8u + tr] = vec4<f32>(tile.ds0.x, tile.ds1.x, tile.ds2.x, tile.ds3.x);
         dst[(tc + 16u) * 8u + tr] = vec4<f32>(tile.ds0.y, tile.ds1.y, tile.ds2.y, tile.ds3.y);
         workgroupBarrier();
-        hi = phase_b(hi, tr, tcc);
-        workgroupBarrier();
-        stage_chunk(false, false, head, j0, t, n, d, 0u);
-        workgroupBarrier();
-        lo = phase_b(lo, tr, tcc);
+        // Phase B: the last chunk first (K still staged), then the others, K re-staged.
+        for (var b = 0u; b < NCH; b++) {
+            let ch = NCH - 1u - b;
+            if (b > 0u) {
+                workgroupBarrier();
+                stage_chunk(false, false, head, j0, t, n, d, ch);
+                workgroupBarrier();
+            }
+            if (ch == 0u) {
+                c0 = phase_b(c0, tr, tcc);
+            } else if (ch == 1u) {
+                c1 = phase_b(c1, tr, tcc);
+            } else if (NCH > 2u && ch == 2u) {
+                c2 = phase_b(c2, tr, tcc);
+            } else if (NCH > 3u) {
+                c3 = phase_b(c3, tr, tcc);
+            }
+        }
     }
     if (tc < D4) {
-        let c_hi = tc + D4;
-        store_q(head, i0 + 4u * tr, tc, n, d, lo.q0);
-        store_q(head, i0 + 4u * tr + 1u, tc, n, d, lo.q1);
-        store_q(head, i0 + 4u * tr + 2u, tc, n, d, lo.q2);
-        store_q(head, i0 + 4u * tr + 3u, tc, n, d, lo.q3);
-        store_q(head, i0 + 4u * tr, c_hi, n, d, hi.q0);
-        store_q(head, i0 + 4u * tr + 1u, c_hi, n, d, hi.q1);
-        store_q(head, i0 + 4u * tr + 2u, c_hi, n, d, hi.q2);
-        store_q(head, i0 + 4u * tr + 3u, c_hi, n, d, hi.q3);
+        let i = i0 + 4u * tr;
+        store4(head, i, tc, n, d, c0);
+        store4(head, i, tc + D4, n, d, c1);
+        if (NCH > 2u) {
+            store4(head, i, tc + 2u * D4, n, d, c2);
+            store4(head, i, tc + 3u * D4, n, d, c3);
+        }
     }
+}
+
+// dQ of this thread's 4 rows from row i at column vec4 c4 (of the whole row).
+fn store4(head: u32, i: u32, c4: u32, n: u32, d: u32, x: Grad4) {
+    store_q(head, i, c4, n, d, x.q0);
+    store_q(head, i + 1u, c4, n, d, x.q1);
+    store_q(head, i + 2u, c4, n, d, x.q2);
+    store_q(head, i + 3u, c4, n, d, x.q3);
 }

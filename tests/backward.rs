@@ -300,6 +300,61 @@ fn cli_backward_bad_inputs_get_clear_errors() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
+/// `tiled`'s fused backward on the 32 x 32 tile that walks D in four chunks of 64 columns
+/// (`--bwd-tile 32` at 128 < D <= 256, tiled_bwd_chunk_kv.wgsl / _q.wgsl with NCH = 4): f16 and
+/// bf16 staged in 16 bits (`D256H`, 25856 bytes) at D = 136, 200 and 256 with random masks,
+/// dropout, GQA and N != M in both alignments, every gradient PASS; f32 (`D256C`, 43264 bytes) is
+/// refused on lavapipe's 32 KiB with the bytes it needs.
+#[test]
+fn tiled_backward_four_chunk_tile_passes_random_cases() {
+    use attn_wgpu::kernels::tiled_bwd::Tile;
+    let gpu = common::gpu();
+    let mut runner = Runner::new(gpu).unwrap();
+    let mut rng = rand_pcg::Pcg32::seed_from_u64(0x4c4_a4c5);
+    let mut failures = Vec::new();
+    let (mut ran, mut refused) = (0, 0);
+    while ran < 10 {
+        let mut c = common::random_case_with(&mut rng, true, &[136, 200, 256]).run_as("tiled");
+        c.p.bwd_tile = Some(32);
+        if c.p.dtype == DType::F16 && !gpu.caps.f16 {
+            continue;
+        }
+        match run_variant(gpu, &mut runner, &c.p, &c.x, c.variant, common::ONCE, false) {
+            Ok(r) => {
+                ran += 1;
+                let tile = Tile::for_problem(&c.p, &gpu.caps).unwrap();
+                assert_eq!((tile, tile.chunks()), (Tile::D256H, 4), "{}", c.desc);
+                if r.validation.as_ref().unwrap().verdict != Verdict::Pass {
+                    failures.push(format!("{}: O failed", c.desc));
+                }
+                for g in &r.training.as_ref().unwrap().grads {
+                    if g.verdict != Verdict::Pass {
+                        failures.push(format!(
+                            "{}: {} max abs {:.3e} ratio {:.2} worst {:?}",
+                            c.desc, g.tensor, g.max_abs_err, g.max_tol_ratio, g.worst
+                        ));
+                    }
+                }
+            }
+            Err(Error::Incompatible { reason, .. })
+                if c.p.dtype == DType::F32 && reason.contains("needs 43264 bytes") =>
+            {
+                refused += 1;
+            }
+            Err(Error::Incompatible { reason, .. }) if expected_refusal(&c.p, "tiled", &reason) => {
+            }
+            Err(e) => failures.push(format!("{}: {e}", c.desc)),
+        }
+    }
+    assert!(refused > 0, "no f32 case was drawn");
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 /// `tiled`'s fused backward on every tile this adapter takes (src/kernels/tiled_bwd.rs, `Tile`):
 /// on lavapipe's 32 KiB the 32 x 32 tile at D <= 32; at 32 < D <= 64 for f32 with D walked in two
 /// chunks (`D64C`: the chunked kernels of D = 128's f32 tile) and for f16/bf16 staged in 16 bits
@@ -318,8 +373,7 @@ fn tiled_backward_passes_at_every_head_dim_random_cases() {
     let dims = [20u32, 40, 64, 72, 80, 128, 136, 200, 256];
     let mut ran = 0;
     while ran < 36 {
-        let mut c = common::random_case_with(&mut rng, true, &dims);
-        c.variant = "tiled";
+        let c = common::random_case_with(&mut rng, true, &dims).run_as("tiled");
         if c.p.dtype == DType::F16 && !gpu.caps.f16 {
             continue;
         }

@@ -164,6 +164,18 @@ pub struct Case {
     pub desc: String,
 }
 
+impl Case {
+    /// This case run as `variant` instead of the variant it was drawn with (its description
+    /// names the one it runs).
+    pub fn run_as(mut self, variant: &'static str) -> Case {
+        if let Some(rest) = self.desc.strip_prefix(self.variant) {
+            self.desc = format!("{variant}{rest}");
+        }
+        self.variant = variant;
+        self
+    }
+}
+
 pub fn pick<T: Copy>(rng: &mut rand_pcg::Pcg32, xs: &[T]) -> T {
     xs[(rng.next_u32() as usize) % xs.len()]
 }

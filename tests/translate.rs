@@ -100,6 +100,19 @@ fn problems() -> Vec<Problem> {
             v.push(p);
         }
     }
+    // D = 256 in training on the fused backward's 32 x 32 tile walking D in four chunks (asked
+    // for with --bwd-tile 32: tiled_bwd_d256h.wgsl staged in 16 bits, tiled_bwd_d256c.wgsl in
+    // f32), with and without dropout.
+    for dtype in DType::ALL {
+        for dropout in [0.0, 0.1] {
+            let mut p = Problem::new(1, 2, 100, 256, true, 0);
+            p.dtype = dtype;
+            p.backward = true;
+            p.dropout = dropout;
+            p.bwd_tile = Some(32);
+            v.push(p);
+        }
+    }
     // Decode shapes (N = 1, many keys; GQA): the split-KV kernels, inference and training.
     for dtype in DType::ALL {
         for backward in [false, true] {

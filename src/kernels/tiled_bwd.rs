@@ -15,7 +15,9 @@
 //! fit: lavapipe's 32 KiB);
 //! for wider heads four staged tiles of 32 rows do not fit NVIDIA's 48 KiB of workgroup memory,
 //! so 8 x 8 for D ≤ 256 (64 threads), 16 x 16 at D ≤ 128 where the 32 x 32 tiles do not fit, or
-//! smaller where workgroup memory is smaller (a browser's 16 KiB).
+//! smaller where workgroup memory is smaller (a browser's 16 KiB). At D ≤ 256 `--bwd-tile 32`
+//! takes the 32 x 32 tile with D walked in four chunks of 64 columns (25856 bytes staged in 16
+//! bits for f16/bf16, 43264 in f32), not yet the default: it waits for an A/B on a GPU.
 
 use super::{bind, check_grid, kernel, mask_slot, with_mask, Storage};
 use crate::gpu::AdapterCaps;
@@ -55,6 +57,12 @@ pub enum Tile {
     D128B8,
     /// D ≤ 256, 8 x 8 (33856 bytes).
     D256B8,
+    /// D ≤ 256, 32 x 32 staged in f16/bf16 with D walked in four chunks of 64 columns (25856
+    /// bytes): `--bwd-tile 32` (not yet measured on a GPU against the 8 x 8 tile).
+    D256H,
+    /// D ≤ 256, 32 x 32 staged in f32 with D walked in four chunks of 64 columns (43264 bytes):
+    /// `--bwd-tile 32` (not yet measured on a GPU against the 8 x 8 tile).
+    D256C,
     /// D ≤ 256, 4 x 4.
     D256B4,
 }
@@ -70,7 +78,10 @@ impl Tile {
             (65..=80, true) => &[Tile::D80H, Tile::D128H, Tile::D128B16, Tile::D128B8],
             (81..=128, true) => &[Tile::D128H, Tile::D128B16, Tile::D128B8],
             (65..=128, false) => &[Tile::D128C, Tile::D128B16, Tile::D128B8],
-            _ => &[Tile::D256B8, Tile::D256B4],
+            // The chunked 32 x 32 tiles last: taken only when asked for (`--bwd-tile 32`) until
+            // an A/B on a GPU measures them against the small tiles.
+            (_, true) => &[Tile::D256B8, Tile::D256B4, Tile::D256H],
+            (_, false) => &[Tile::D256B8, Tile::D256B4, Tile::D256C],
         }
     }
     /// The largest tile of head dimension `d` (f16/bf16 inputs: `half`) whose workgroup storage
@@ -118,7 +129,7 @@ impl Tile {
             Tile::D64 | Tile::D64H | Tile::D64B8 => 16,
             Tile::D80H => 20,
             Tile::D128H => 32,
-            Tile::D128C => 16,
+            Tile::D128C | Tile::D256H | Tile::D256C => 16,
             Tile::D128B16 | Tile::D128B8 => 32,
             Tile::D256B8 | Tile::D256B4 => 64,
         }
@@ -132,7 +143,9 @@ impl Tile {
             | Tile::D64C
             | Tile::D80H
             | Tile::D128H
-            | Tile::D128C => 32,
+            | Tile::D128C
+            | Tile::D256H
+            | Tile::D256C => 32,
             Tile::D128B16 => 16,
             Tile::D64B8 | Tile::D128B8 | Tile::D256B8 => 8,
             Tile::D256B4 => 4,
@@ -142,14 +155,22 @@ impl Tile {
     pub fn wide(self) -> bool {
         self.bt() < 32
     }
-    /// Whether the chunked kernels take it (tiled_bwd_chunk_kv.wgsl / _q.wgsl: D in two chunks
-    /// of D4 vec4, a staged row holding one chunk).
+    /// Whether the chunked kernels take it (tiled_bwd_chunk_kv.wgsl / _q.wgsl: D in
+    /// [`Tile::chunks`] chunks of D4 vec4, a staged row holding one chunk).
     pub fn chunked(self) -> bool {
-        matches!(self, Tile::D64C | Tile::D128C)
+        self.chunks() > 1
+    }
+    /// The chunks of D4 vec4 its kernels walk D in (the tile file's NCH; 1: whole rows).
+    pub fn chunks(self) -> u32 {
+        match self {
+            Tile::D64C | Tile::D128C => 2,
+            Tile::D256H | Tile::D256C => 4,
+            _ => 1,
+        }
     }
     /// Whether its staged tiles hold f16/bf16 words (8 bytes a vec4) instead of f32 (16).
     pub fn half(self) -> bool {
-        matches!(self, Tile::D64H | Tile::D80H | Tile::D128H)
+        matches!(self, Tile::D64H | Tile::D80H | Tile::D128H | Tile::D256H)
     }
     /// Threads per workgroup.
     pub fn threads(self) -> u64 {
@@ -179,12 +200,9 @@ impl Tile {
             None if self.wide() => {
                 (8.0 * 9.0 + self.d4() as f64 + self.bt() as f64) / self.bt() as f64
             }
-            // The chunked kernels: phase B twice and three stagings a block, counted as twice.
-            None => {
-                BWD_LOOPS_PER_ROW_D32[which]
-                    * (d.max(32) as f64 / 32.0)
-                    * if self.chunked() { 2.0 } else { 1.0 }
-            }
+            // The chunked kernels: phase B once a chunk and up to two stagings a chunk, counted
+            // as the chunks' number of times.
+            None => BWD_LOOPS_PER_ROW_D32[which] * (d.max(32) as f64 / 32.0) * self.chunks() as f64,
         }
     }
     /// The fewest walked keys (dQ) and query rows (dK/dV) at which the pass's answer went wrong
@@ -381,6 +399,8 @@ fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> 
         Tile::D128B8 => wide!("tiled_bwd_d128_b8.wgsl"),
         Tile::D256B8 => wide!("tiled_bwd_d256_b8.wgsl"),
         Tile::D256B4 => wide!("tiled_bwd_d256_b4.wgsl"),
+        Tile::D256H => chunked!("tiled_bwd_d256h.wgsl"),
+        Tile::D256C => chunked!("tiled_bwd_d256c.wgsl"),
     }
 }
 
