@@ -26,6 +26,27 @@ fn expected_refusal(p: &Problem, variant: &str, reason: &str) -> bool {
                 || reason.contains("as 16-byte words")))
 }
 
+/// Why run `r` of case `desc` did not pass: O, and each gradient (its worst error and NaNs),
+/// one line each; empty when every one passed.
+fn failures_of(r: &attn_wgpu::run::VariantRun, desc: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let v = r.validation.as_ref().unwrap();
+    if v.verdict != Verdict::Pass {
+        out.push(format!("{desc}: O failed: {:?}", v.worst));
+    }
+    let t = r
+        .training
+        .as_ref()
+        .expect("a training run reports its step");
+    for g in t.grads.iter().filter(|g| g.verdict != Verdict::Pass) {
+        out.push(format!(
+            "{desc}: {} max abs {:.3e} ratio {:.2} NaN {} worst {:?}",
+            g.tensor, g.max_abs_err, g.max_tol_ratio, g.nan_count, g.worst
+        ));
+    }
+    out
+}
+
 #[test]
 fn randomized_backward_equivalence_suite() {
     let gpu = common::gpu();
@@ -40,24 +61,13 @@ fn randomized_backward_equivalence_suite() {
             Ok(r) => {
                 ran += 1;
                 *per_variant.entry(c.variant).or_default() += 1;
-                let v = r.validation.as_ref().unwrap();
                 let t = r
                     .training
                     .as_ref()
                     .expect("a training run reports its step");
-                if v.verdict != Verdict::Pass {
-                    failures.push(format!("{}: O failed: {:?}", c.desc, v.worst));
-                }
                 assert_eq!(t.grads.len(), 3, "{}", c.desc);
-                for g in &t.grads {
-                    expected_nan += g.expected_nan_count;
-                    if g.verdict != Verdict::Pass {
-                        failures.push(format!(
-                            "{}: {} max abs {:.3e} ratio {:.2} NaN {} worst {:?}",
-                            c.desc, g.tensor, g.max_abs_err, g.max_tol_ratio, g.nan_count, g.worst
-                        ));
-                    }
-                }
+                expected_nan += t.grads.iter().map(|g| g.expected_nan_count).sum::<u64>();
+                failures.extend(failures_of(&r, &c.desc));
             }
             Err(Error::Incompatible { reason, .. }) => {
                 if !expected_refusal(&c.p, c.variant, &reason) {
@@ -324,17 +334,7 @@ fn tiled_backward_four_chunk_tile_passes_random_cases() {
                 ran += 1;
                 let tile = Tile::for_problem(&c.p, &gpu.caps).unwrap();
                 assert_eq!((tile, tile.chunks()), (Tile::D256H, 4), "{}", c.desc);
-                if r.validation.as_ref().unwrap().verdict != Verdict::Pass {
-                    failures.push(format!("{}: O failed", c.desc));
-                }
-                for g in &r.training.as_ref().unwrap().grads {
-                    if g.verdict != Verdict::Pass {
-                        failures.push(format!(
-                            "{}: {} max abs {:.3e} ratio {:.2} worst {:?}",
-                            c.desc, g.tensor, g.max_abs_err, g.max_tol_ratio, g.worst
-                        ));
-                    }
-                }
+                failures.extend(failures_of(&r, &c.desc));
             }
             Err(Error::Incompatible { reason, .. })
                 if c.p.dtype == DType::F32 && reason.contains("needs 43264 bytes") =>
@@ -382,18 +382,7 @@ fn tiled_backward_passes_at_every_head_dim_random_cases() {
                 ran += 1;
                 let tile = Tile::for_problem(&c.p, &gpu.caps).unwrap();
                 *tiles.entry(format!("{tile:?}")).or_default() += 1;
-                let v = r.validation.as_ref().unwrap();
-                if v.verdict != Verdict::Pass {
-                    failures.push(format!("{}: O failed: {:?}", c.desc, v.worst));
-                }
-                for g in &r.training.as_ref().unwrap().grads {
-                    if g.verdict != Verdict::Pass {
-                        failures.push(format!(
-                            "{}: {} max abs {:.3e} ratio {:.2} worst {:?}",
-                            c.desc, g.tensor, g.max_abs_err, g.max_tol_ratio, g.worst
-                        ));
-                    }
-                }
+                failures.extend(failures_of(&r, &c.desc));
             }
             Err(Error::Incompatible { reason, .. }) if expected_refusal(&c.p, "tiled", &reason) => {
             }
