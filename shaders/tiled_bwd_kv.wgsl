@@ -75,6 +75,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
                 dk4 += s4.x * qr2; dk5 += s4.y * qr2; dk6 += s4.z * qr2; dk7 += s4.w * qr2;
             }
         }
+        // dQ of the block's rows += dS · K (tiled_bwd_kv_dq.wgsl; a no-op without
+        // `--bwd-dq atomic`, tiled_bwd_kv_nodq.wgsl).
+        add_dq(head, i0, t, n, d);
     }
     }
     let c4 = tc;

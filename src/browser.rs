@@ -54,6 +54,8 @@ impl PageAdapter {
             subgroup_min_size: self.subgroup_min_size,
             subgroup_max_size: self.subgroup_max_size,
             cooperative_matrix: false,
+            // WebGPU has no float atomics: `--bwd-dq atomic` is native only.
+            float32_atomics: false,
             passthrough: false,
             coop_layout: CoopLayout::NotProbed("a browser has no cooperative matrices".into()),
             bf16_matrix: crate::gpu::Bf16Matrix::Off(

@@ -239,6 +239,10 @@ pub struct Problem {
     /// the largest tile that fits the adapter (src/kernels/tiled_bwd.rs, `Tile::pick`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bwd_tile: Option<u32>,
+    /// `tiled`'s fused backward computes dQ in the dK/dV pass with float atomics (`--bwd-dq
+    /// atomic`) instead of a pass of its own (src/kernels/tiled_bwd.rs, `check_dq_atomic`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub bwd_dq_atomic: bool,
     /// Training mode (`--backward`): every plan adds the backward pass for the upstream gradient
     /// dO ([`Inputs::d_o`]) after the forward in training mode, and the run validates dQ, dK, dV.
     pub backward: bool,
@@ -333,6 +337,7 @@ impl Problem {
             tolerance: ToleranceMode::Pytorch,
             overrides: Vec::new(),
             bwd_tile: None,
+            bwd_dq_atomic: false,
             backward: false,
             dropout: 0.0,
             mode: Mode::Eval,

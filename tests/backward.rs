@@ -299,6 +299,18 @@ fn cli_backward_bad_inputs_get_clear_errors() {
     // A variant whose backward is refused: exit 4 with the reason.
     let o = run(&["--variant", "unfused-inplace-exp", "--backward"]);
     common::assert_exit(&o, 4, &["in-place hazard"]);
+    // --bwd-dq: only with --backward, pass or atomic; atomic where it cannot run (f32 at D = 40
+    // takes the chunked tile on lavapipe) is exit 4 with the reason.
+    let o = run(&["--variant", "tiled", "--bwd-dq", "atomic"]);
+    common::assert_exit(&o, 2, &["--bwd-dq", "needs --backward"]);
+    let o = run(&["--variant", "tiled", "--backward", "--bwd-dq", "atom"]);
+    common::assert_exit(&o, 2, &["`atom`", "expected pass or atomic"]);
+    let o = bin()
+        .args(["run", "--variant", "tiled", "--seq", "16", "--heads", "1"])
+        .args(["--head-dim", "40", "--backward", "--bwd-dq", "atomic"])
+        .output()
+        .unwrap();
+    common::assert_exit(&o, 4, &["--bwd-dq atomic", "walking D in chunks"]);
     // --grad-out with all variants.
     let o = run(&[
         "--variant",
@@ -308,6 +320,60 @@ fn cli_backward_bad_inputs_get_clear_errors() {
         dir.path().to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+/// `tiled`'s one-pass backward (`--bwd-dq atomic`: the dK/dV pass adds dQ into an f32 accumulator
+/// with float atomics, FlashAttention-2's five products instead of seven): random cases at D = 20,
+/// 40, 64, 72 and 80 (the narrow 32 x 32 tiles lavapipe takes; f32 above D = 32 takes the chunked
+/// or the small tiles there and is refused with the reason), random masks, dropout, GQA and N != M: every
+/// gradient PASS, and the plan clears and rounds the accumulator instead of running `bwd_q`.
+#[test]
+fn tiled_one_pass_backward_with_atomic_dq_passes_random_cases() {
+    let gpu = common::gpu();
+    assert!(
+        gpu.caps.float32_atomics,
+        "lavapipe offers SHADER_FLOAT32_ATOMIC (VK_EXT_shader_atomic_float); this adapter does not"
+    );
+    let mut runner = Runner::new(gpu).unwrap();
+    let mut rng = rand_pcg::Pcg32::seed_from_u64(0xa70_3c1d);
+    let mut failures = Vec::new();
+    let (mut ran, mut refused) = (0, 0);
+    while ran < 24 {
+        let mut c = common::random_case_with(&mut rng, true, &[20, 40, 64, 72, 80]).run_as("tiled");
+        c.p.bwd_dq_atomic = true;
+        if c.p.dtype == DType::F16 && !gpu.caps.f16 {
+            continue;
+        }
+        match run_variant(gpu, &mut runner, &c.p, &c.x, c.variant, common::ONCE, false) {
+            Ok(r) => {
+                ran += 1;
+                let plan = variants::plan("tiled", &c.p, &gpu.caps).unwrap();
+                let names: Vec<&str> = plan.dispatches.iter().map(|d| d.name.as_str()).collect();
+                assert!(
+                    names.ends_with(&["bwd_dot", "dq_zero", "bwd_kv", "dq_out"]),
+                    "{}: {names:?}",
+                    c.desc
+                );
+                failures.extend(failures_of(&r, &c.desc));
+            }
+            Err(Error::Incompatible { reason, .. })
+                if c.p.dtype == DType::F32
+                    && reason.contains("--bwd-dq atomic runs on the fused backward's 32 x 32") =>
+            {
+                refused += 1;
+            }
+            Err(Error::Incompatible { reason, .. }) if expected_refusal(&c.p, "tiled", &reason) => {
+            }
+            Err(e) => failures.push(format!("{}: {e}", c.desc)),
+        }
+    }
+    assert!(refused > 0, "no f32 case above D = 32 was drawn");
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// `tiled`'s fused backward on the 32 x 32 tile that walks D in four chunks of 64 columns

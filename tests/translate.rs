@@ -113,6 +113,24 @@ fn problems() -> Vec<Problem> {
             v.push(p);
         }
     }
+    // `tiled`'s one-pass backward (--bwd-dq atomic: dQ added by float atomics in the dK/dV pass,
+    // tiled_bwd_kv_dq.wgsl, with tiled_bwd_dq_zero.wgsl and tiled_bwd_dq_out.wgsl) at D = 64 in
+    // every dtype and at D = 128 in f16, with and without dropout.
+    for (d, dtype) in [
+        (64, DType::F32),
+        (64, DType::F16),
+        (64, DType::BF16),
+        (128, DType::F16),
+    ] {
+        for dropout in [0.0, 0.1] {
+            let mut p = Problem::new(1, 2, 100, d, true, 0);
+            p.dtype = dtype;
+            p.backward = true;
+            p.dropout = dropout;
+            p.bwd_dq_atomic = true;
+            v.push(p);
+        }
+    }
     // Decode shapes (N = 1, many keys; GQA): the split-KV kernels, inference and training.
     for dtype in DType::ALL {
         for backward in [false, true] {
@@ -147,10 +165,21 @@ fn caps_for(b: Backend) -> Vec<AdapterCaps> {
         v.push(c);
     }
     for storage in [16 << 10, 32 << 10, 48 << 10] {
-        // All of the backend's features, none, and all but SUBGROUP (an adapter with f16 and
-        // no subgroups: `tiled` then takes its subgroup-free kernel).
+        // All of the backend's features, none, all but SUBGROUP (an adapter with f16 and no
+        // subgroups: `tiled` then takes its subgroup-free kernel), and each of those without
+        // SHADER_FLOAT32_ATOMIC (an adapter without float atomics: `tiled`'s `--bwd-dq atomic`
+        // is refused there), each feature set once.
         let without_subgroups = b.features() - wgpu::Features::SUBGROUP;
-        for features in [b.features(), without_subgroups, wgpu::Features::empty()] {
+        let atomic = wgpu::Features::SHADER_FLOAT32_ATOMIC;
+        let mut sets = vec![
+            b.features(),
+            b.features() - atomic,
+            without_subgroups,
+            without_subgroups - atomic,
+            wgpu::Features::empty(),
+        ];
+        sets.dedup();
+        for features in sets {
             let mut c = AdapterCaps::webgpu_defaults().with_shader_features(features);
             c.backend = b.name().into();
             c.max_workgroup_storage = storage;
@@ -377,10 +406,16 @@ fn collect() -> Collected {
             let mut any = Problem::new(1, 1, 1, 16, false, 0);
             any.dtype = dtype;
             let base = v.effective_needs(&any);
-            let mut options = vec![wgpu::Features::empty()];
-            if !v.wants.is_empty() {
-                options.push(v.wants);
-            }
+            // Every subset of `wants` (e.g. `tiled`: SUBGROUP, SHADER_FLOAT32_ATOMIC, both, neither).
+            let bits: Vec<wgpu::Features> = v.wants.iter().collect();
+            let options: Vec<wgpu::Features> = (0..1u32 << bits.len())
+                .map(|m| {
+                    bits.iter()
+                        .enumerate()
+                        .filter(|(i, _)| m & (1 << i) != 0)
+                        .fold(wgpu::Features::empty(), |a, (_, f)| a | *f)
+                })
+                .collect();
             for opt in options {
                 let claim = claims.len();
                 let suffix = if opt.is_empty() {

@@ -145,14 +145,15 @@ pub fn cmd_adapters(a: AdapterArgs) -> anyhow::Result<u8> {
         println!("    driver: {} {}", r.driver, r.driver_info);
         println!(
             "    features: timestamps={} f16={} subgroups={} (size {}..{}) cooperative_matrix={} \
-             passthrough_shaders={}",
+             passthrough_shaders={} float32_atomics={}",
             c.timestamps,
             c.f16,
             c.subgroups,
             c.subgroup_min_size,
             c.subgroup_max_size,
             c.cooperative_matrix,
-            c.passthrough
+            c.passthrough,
+            c.float32_atomics
         );
         println!(
             "    limits: workgroup storage {} B, invocations/workgroup {}, max storage binding {}, max buffer {}",

@@ -294,11 +294,36 @@ pub struct TileArgs {
     #[arg(long = "override", value_name = "NAME=VALUE")]
     pub overrides: Vec<String>,
     /// Force the rows (and keys) per tile of `tiled`'s fused backward (`--backward`): 32 (D <= 64;
-    /// f16/bf16: D <= 128), 16 (64 < D <= 128), 8 (D <= 256) or 4 (128 < D <= 256). Default: the
+    /// f16/bf16: D <= 128; D <= 256 with D walked in four chunks), 16 (64 < D <= 128), 8
+    /// (D <= 256) or 4 (128 < D <= 256). Default: the
     /// largest that fits the adapter's workgroup memory; one this D has not, or that does not
     /// fit, is refused (exit 4).
     #[arg(long, value_name = "ROWS", value_parser = parse_bwd_tile)]
     pub bwd_tile: Option<u32>,
+    /// How `tiled`'s fused backward (`--backward`) computes dQ: `pass` (the default: a pass of
+    /// its own, `bwd_q`, recomputing S and dP; deterministic, on every adapter) or `atomic`
+    /// (FlashAttention-2's one pass: the dK/dV pass adds each block's dS·K into an f32 dQ with
+    /// float atomics, five products instead of seven; needs SHADER_FLOAT32_ATOMIC (Vulkan,
+    /// Metal) and a 32 x 32 tile with whole rows staged; not bitwise deterministic). Where it
+    /// cannot run it is refused with the reason (exit 4).
+    #[arg(long, value_name = "pass|atomic", value_parser = parse_bwd_dq)]
+    pub bwd_dq: Option<BwdDq>,
+}
+
+/// `--bwd-dq`: how `tiled`'s fused backward computes dQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BwdDq {
+    Pass,
+    Atomic,
+}
+
+/// `--bwd-dq`: pass or atomic.
+fn parse_bwd_dq(s: &str) -> Result<BwdDq, String> {
+    match s.trim() {
+        "pass" => Ok(BwdDq::Pass),
+        "atomic" => Ok(BwdDq::Atomic),
+        _ => Err(format!("`{s}`: expected pass or atomic")),
+    }
 }
 
 /// `--bwd-tile`: 32, 16, 8 or 4.

@@ -56,6 +56,7 @@ pub fn cmd_explain(a: ExplainArgs) -> anyhow::Result<u8> {
     let mut p = a.shape.problem(a.seq, &DEFAULTS)?;
     p.overrides = a.tile.overrides()?;
     p.bwd_tile = a.tile.bwd_tile;
+    p.bwd_dq_atomic = a.tile.bwd_dq == Some(crate::cli::args::BwdDq::Atomic);
     // In training, the in-place hazard is part of the lesson: unfused-inplace-exp joins the list
     // (its plan is refused, with the dispatch that overwrote what its backward needs).
     let mut names = names;

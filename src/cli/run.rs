@@ -333,6 +333,12 @@ pub fn cmd_run(a: RunArgs) -> anyhow::Result<u8> {
             "--bwd-tile sets the tile of tiled's fused backward: it needs --backward".into(),
         ));
     }
+    p.bwd_dq_atomic = a.tile.bwd_dq == Some(crate::cli::args::BwdDq::Atomic);
+    if a.tile.bwd_dq.is_some() && !p.backward {
+        return Err(bad(
+            "--bwd-dq sets how tiled's fused backward computes dQ: it needs --backward".into(),
+        ));
+    }
     if a.save_inputs.is_some() {
         check_keep_size(&p)?;
     }

@@ -57,6 +57,7 @@ pub fn cmd_sweep(a: SweepArgs) -> anyhow::Result<u8> {
     let mut base = a.shape.problem(seqs[0], &DEFAULTS)?;
     base.overrides = a.tile.overrides()?;
     base.bwd_tile = a.tile.bwd_tile;
+    base.bwd_dq_atomic = a.tile.bwd_dq == Some(crate::cli::args::BwdDq::Atomic);
     for &n in &seqs {
         let p = base.at_seq(n);
         p.validate()?;

@@ -84,6 +84,9 @@ pub struct AdapterCaps {
     pub subgroup_min_size: u32,
     pub subgroup_max_size: u32,
     pub cooperative_matrix: bool,
+    /// f32 atomics in storage buffers (Features::SHADER_FLOAT32_ATOMIC: Vulkan with
+    /// VK_EXT_shader_atomic_float, Metal): `tiled`'s `--bwd-dq atomic`.
+    pub float32_atomics: bool,
     /// Features::PASSTHROUGH_SHADERS on the device (SPIR-V handed to the driver as it is).
     pub passthrough: bool,
     /// The cooperative-matrix element layout ([`CoopLayout`]), probed when the device opens.
@@ -117,6 +120,7 @@ impl AdapterCaps {
             wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
             self.cooperative_matrix,
         );
+        f.set(wgpu::Features::SHADER_FLOAT32_ATOMIC, self.float32_atomics);
         f
     }
 
@@ -126,6 +130,7 @@ impl AdapterCaps {
         self.subgroups = f.contains(wgpu::Features::SUBGROUP);
         self.subgroup_barrier = f.contains(wgpu::Features::SUBGROUP_BARRIER);
         self.cooperative_matrix = f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+        self.float32_atomics = f.contains(wgpu::Features::SHADER_FLOAT32_ATOMIC);
         if self.subgroups && self.subgroup_min_size == 0 {
             // Any size wgpu allows; plan builders that care read min/max.
             self.subgroup_min_size = 4;
@@ -147,6 +152,7 @@ impl AdapterCaps {
             subgroup_min_size: info.subgroup_min_size,
             subgroup_max_size: info.subgroup_max_size,
             cooperative_matrix: f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            float32_atomics: f.contains(wgpu::Features::SHADER_FLOAT32_ATOMIC),
             passthrough: f.contains(wgpu::Features::PASSTHROUGH_SHADERS),
             coop_layout: CoopLayout::NotProbed(
                 "not probed: the device was opened without attn_wgpu::device::open".into(),
@@ -175,6 +181,7 @@ impl AdapterCaps {
             subgroup_min_size: 0,
             subgroup_max_size: 0,
             cooperative_matrix: false,
+            float32_atomics: false,
             passthrough: false,
             coop_layout: CoopLayout::NotProbed("no device".into()),
             bf16_matrix: super::bf16::Bf16Matrix::Off("no device".into()),
@@ -498,6 +505,7 @@ impl Gpu {
         caps.subgroups = f.contains(wgpu::Features::SUBGROUP);
         caps.subgroup_barrier = f.contains(wgpu::Features::SUBGROUP_BARRIER);
         caps.cooperative_matrix = f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+        caps.float32_atomics = f.contains(wgpu::Features::SHADER_FLOAT32_ATOMIC);
         caps.passthrough = f.contains(wgpu::Features::PASSTHROUGH_SHADERS);
         let uncaptured = Arc::new(Mutex::new(Vec::new()));
         let sink = uncaptured.clone();

@@ -314,11 +314,14 @@ pub(crate) fn bindings(p: &Problem, outs: &[&str]) -> Vec<crate::plan::BindingDe
     with_mask(p, b)
 }
 
-/// The two fused kernels: which one, and what differs between them.
+/// The fused kernels: which one, and what differs between them.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Fused {
     /// dK, dV: a workgroup per 32 keys walks the query blocks.
     Kv,
+    /// dK, dV and dQ (`--bwd-dq atomic`): `Kv`, adding each block's dS·K into an f32 dQ with
+    /// float atomics (the narrow 32 x 32 tiles only).
+    KvDq,
     /// dQ: a workgroup per 32 rows walks the key blocks.
     Q,
 }
@@ -333,6 +336,86 @@ pub fn bwd_q(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
     fused(p, caps, Fused::Q)
 }
 
+/// Why `--bwd-dq atomic` (one pass: dQ added into an f32 accumulator by the dK/dV pass) cannot
+/// run `p` here, if it cannot: it needs float atomics (wgpu's SHADER_FLOAT32_ATOMIC: Vulkan with
+/// VK_EXT_shader_atomic_float, Metal; no browser or GL) and a narrow 32 x 32 tile (the chunked
+/// and small tiles re-stage K, whose whole rows the dQ product needs).
+pub fn check_dq_atomic(p: &Problem, caps: &AdapterCaps) -> Result<(), String> {
+    if !caps.float32_atomics {
+        return Err(format!(
+            "--bwd-dq atomic adds dQ with float atomics (SHADER_FLOAT32_ATOMIC), which this \
+             adapter ({}) does not offer; the default --bwd-dq pass runs everywhere",
+            caps.backend
+        ));
+    }
+    let t = Tile::for_problem(p, caps)?;
+    if t.chunked() || t.wide() {
+        return Err(format!(
+            "--bwd-dq atomic runs on the fused backward's 32 x 32 tiles with whole rows staged \
+             (D <= 64; f16/bf16 D <= 128 where they fit), not on the {} x {} tile{} this problem \
+             takes at D = {} here",
+            t.bt(),
+            t.bt(),
+            if t.chunked() {
+                " walking D in chunks"
+            } else {
+                ""
+            },
+            p.head_dim
+        ));
+    }
+    Ok(())
+}
+
+/// `bwd_kv` of `--bwd-dq atomic`: dK and dV, and each block's dS·K added into `dQacc` (f32).
+pub fn bwd_kv_dq(p: &Problem, caps: &AdapterCaps) -> Result<Dispatch, String> {
+    check_dq_atomic(p, caps)?;
+    fused(p, caps, Fused::KvDq)
+}
+
+/// `dq_zero` of `--bwd-dq atomic`: the f32 accumulator `acc` (BH x N x D) cleared.
+pub fn dq_zero(p: &Problem, acc: &str, caps: &AdapterCaps) -> Dispatch {
+    let elems = p.bh() * p.seq as u64 * p.head_dim as u64;
+    Dispatch {
+        name: "dq_zero".into(),
+        phase: Phase::Backward,
+        saved: vec![],
+        shader: kernel!("tiled_bwd_dq_zero.wgsl", Storage::F32, None),
+        entry: "main",
+        overrides: vec![],
+        params: Params::of(p),
+        bindings: vec![bind(acc, Access::ReadWrite)],
+        workgroups: super::ew_grid(elems, caps),
+        reads_bytes: 0,
+        writes_bytes: elems * 4,
+        flops: 0,
+        loop_iters: 0,
+        note: "the f32 dQ accumulator of --bwd-dq atomic cleared".into(),
+    }
+}
+
+/// `dq_out` of `--bwd-dq atomic`: the f32 accumulator `acc` rounded into `dq` (storage dtype).
+pub fn dq_out(p: &Problem, [acc, dq]: [&str; 2], caps: &AdapterCaps) -> Dispatch {
+    let elems = p.bh() * p.seq as u64 * p.head_dim as u64;
+    let st = storage(p);
+    Dispatch {
+        name: "dq_out".into(),
+        phase: Phase::Backward,
+        saved: vec![],
+        shader: kernel!("tiled_bwd_dq_out.wgsl", st, None),
+        entry: "main",
+        overrides: vec![],
+        params: Params::of(p),
+        bindings: vec![bind(acc, Access::Read), bind(dq, Access::ReadWrite)],
+        workgroups: super::ew_grid(elems.div_ceil(st.pack() as u64), caps),
+        reads_bytes: elems * 4,
+        writes_bytes: p.qkv_bytes(),
+        flops: 0,
+        loop_iters: 0,
+        note: "dQ: the f32 accumulator rounded to the storage dtype".into(),
+    }
+}
+
 /// The composed kernel of pass `which` at width `w`.
 fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> Shader {
     // One kernel family per tile kind: its entry files (dK/dV, dQ) and shared tile code; the tile
@@ -340,7 +423,8 @@ fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> 
     macro_rules! k {
         ($kv:literal, $q:literal, $common:literal, $width:literal) => {
             match which {
-                Fused::Kv => kernel!(
+                // (KvDq only reaches the narrow tiles: check_dq_atomic.)
+                Fused::Kv | Fused::KvDq => kernel!(
                     $kv + $common + "tiled_bwd_kv_out.wgsl" + "tiled_bwd_lib.wgsl" + $width,
                     st,
                     slot,
@@ -358,12 +442,37 @@ fn shader(which: Fused, t: Tile, st: Storage, slot: Option<u32>, drop: bool) -> 
     // The 32 x 32 tiles with whole rows staged, with D in two chunks, and the small tiles.
     macro_rules! narrow {
         ($width:literal) => {
-            k!(
-                "tiled_bwd_kv.wgsl",
-                "tiled_bwd_q.wgsl",
-                "tiled_bwd_common.wgsl",
-                $width
-            )
+            match which {
+                // dQ's hook: a no-op, or the atomic dQ of `--bwd-dq atomic`.
+                Fused::Kv => kernel!(
+                    "tiled_bwd_kv.wgsl"
+                        + "tiled_bwd_common.wgsl"
+                        + "tiled_bwd_kv_out.wgsl"
+                        + "tiled_bwd_lib.wgsl"
+                        + "tiled_bwd_kv_nodq.wgsl"
+                        + $width,
+                    st,
+                    slot,
+                    dropout = drop
+                ),
+                Fused::KvDq => kernel!(
+                    "tiled_bwd_kv.wgsl"
+                        + "tiled_bwd_common.wgsl"
+                        + "tiled_bwd_kv_out.wgsl"
+                        + "tiled_bwd_lib.wgsl"
+                        + "tiled_bwd_kv_dq.wgsl"
+                        + $width,
+                    st,
+                    slot,
+                    dropout = drop
+                ),
+                Fused::Q => k!(
+                    "tiled_bwd_kv.wgsl",
+                    "tiled_bwd_q.wgsl",
+                    "tiled_bwd_common.wgsl",
+                    $width
+                ),
+            }
         };
     }
     macro_rules! chunked {
@@ -433,7 +542,7 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
     };
     let walk = if p.causal {
         match which {
-            Fused::Kv => " from the diagonal",
+            Fused::Kv | Fused::KvDq => " from the diagonal",
             Fused::Q => " up to the diagonal",
         }
     } else {
@@ -443,7 +552,7 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
     // bwd_kv: a workgroup per BT keys of a K/V head (walking its group's query heads); bwd_q: per
     // BT rows of a query head.
     let heads = match which {
-        Fused::Kv => p.batch as u64 * p.kv_heads as u64,
+        Fused::Kv | Fused::KvDq => p.batch as u64 * p.kv_heads as u64,
         Fused::Q => bh,
     };
     let threads = tile.threads();
@@ -458,6 +567,19 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
             format!(
                 "dK, dV: a workgroup of {threads} threads per {bt} keys walks the query blocks\
                  {walk}; S, P, dP, dS recomputed on chip from Q, K, V, dO, L, D"
+            ),
+        ),
+        Fused::KvDq => (
+            "bwd_kv",
+            bindings(p, &["dK", "dV", "dQacc"]),
+            // bwd_kv's, and per visited tile BT rows x D of dQ added (an f32 read and write).
+            2 * kv + bh * tiles * bt * (2 * d * e + 8) + bh * tiles * bt * d * 4,
+            2 * kv + bh * tiles * bt * d * 4,
+            5,
+            format!(
+                "dK, dV and dQ (--bwd-dq atomic): a workgroup of {threads} threads per {bt} keys \
+                 walks the query blocks{walk}; S, P, dP, dS recomputed on chip, each block's dS·K \
+                 added into the f32 dQ with float atomics (no dQ pass)"
             ),
         ),
         Fused::Q => (
@@ -485,7 +607,9 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
         bindings: b,
         workgroups: [
             match which {
-                Fused::Kv => check_grid("M / BT key blocks", (p.kv_seq as u64).div_ceil(bt), caps)?,
+                Fused::Kv | Fused::KvDq => {
+                    check_grid("M / BT key blocks", (p.kv_seq as u64).div_ceil(bt), caps)?
+                }
                 Fused::Q => check_grid("N / BT row blocks", n.div_ceil(bt), caps)?,
             },
             check_grid("B*H (B*Hkv for bwd_kv)", heads, caps)?,
@@ -497,7 +621,7 @@ fn fused(p: &Problem, caps: &AdapterCaps, which: Fused) -> Result<Dispatch, Stri
         // dQ walks the M keys; dK/dV the N query rows of each of the group's heads.
         loop_iters: match which {
             Fused::Q => bwd_loops(tile, p.head_dim, p.kv_seq as u64, 0),
-            Fused::Kv => bwd_loops(tile, p.head_dim, p.group() as u64 * n, 1),
+            Fused::Kv | Fused::KvDq => bwd_loops(tile, p.head_dim, p.group() as u64 * n, 1),
         },
         note,
     })

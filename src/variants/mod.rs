@@ -149,11 +149,13 @@ impl Backend {
 pub const SHADER_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16
     .union(wgpu::Features::SUBGROUP)
     .union(wgpu::Features::SUBGROUP_BARRIER)
-    .union(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+    .union(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+    .union(wgpu::Features::SHADER_FLOAT32_ATOMIC);
 
 /// Which of [`SHADER_FEATURES`] each backend of wgpu 30 can offer (wgpu-hal 30's
 /// vulkan/metal/dx12/gles `adapter.rs`): GL offers none (no f16, no subgroups, no cooperative
-/// matrix); DX12 has no cooperative matrix. The backends a variant claims follow from this table
+/// matrix); DX12 has no cooperative matrix and no f32 atomics (SHADER_FLOAT32_ATOMIC: Vulkan with
+/// VK_EXT_shader_atomic_float, Metal). The backends a variant claims follow from this table
 /// and the variant's `needs`; tests/translate.rs checks every claim by translating for it.
 pub const BACKEND_FEATURES: &[(Backend, wgpu::Features)] = &[
     (Backend::Vulkan, SHADER_FEATURES),
@@ -407,7 +409,7 @@ pub const VARIANTS: &[Variant] = &[
         excludes: &[],
         // The v2 kernel (tiled_v2.wgsl) exchanges P by subgroup shuffles; without SUBGROUP (GL)
         // the first register-tiled kernel runs.
-        wants: wgpu::Features::SUBGROUP,
+        wants: wgpu::Features::SUBGROUP.union(wgpu::Features::SHADER_FLOAT32_ATOMIC),
         tiles: true,
     },
     Variant {

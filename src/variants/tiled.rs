@@ -191,8 +191,15 @@ fn training(
     if !p.backward {
         return Ok(plan);
     }
+    // `--bwd-dq atomic`: `tiled`'s one-pass backward (other backwards ignore it, as `--bwd-tile`).
+    let dq_atomic = bwd == Backward::Tiled && p.bwd_dq_atomic;
     match bwd {
-        Backward::Tiled => tiled_bwd::check(p, caps)?,
+        Backward::Tiled => {
+            tiled_bwd::check(p, caps)?;
+            if dq_atomic {
+                tiled_bwd::check_dq_atomic(p, caps)?;
+            }
+        }
         Backward::Coop => tiled_coop_bwd::check(p, caps)?,
         Backward::CoopVk(build) => tiled_coop_vk::check_backward(p, caps, build)?,
         Backward::Cm2 => {
@@ -213,6 +220,11 @@ fn training(
         .push(buf("Dl", rows, Role::Intermediate, false));
     plan.buffers
         .push(buf("dQ", p.qkv_bytes(), Role::Output, false));
+    if dq_atomic {
+        let acc = p.bh() * p.seq as u64 * p.head_dim as u64 * 4;
+        plan.buffers
+            .push(buf("dQacc", acc, Role::Intermediate, false));
+    }
     for g in ["dK", "dV"] {
         plan.buffers.push(buf(g, p.kv_bytes(), Role::Output, false));
     }
@@ -237,24 +249,38 @@ fn training(
         if t.chunked() {
             plan.config.push(("BWD_CHUNKED".into(), 1.0));
         }
+        if dq_atomic {
+            plan.config.push(("BWD_DQ_ATOMIC".into(), 1.0));
+        }
     }
-    let (kv, q) = match bwd {
-        Backward::Tiled => (tiled_bwd::bwd_kv(p, caps)?, tiled_bwd::bwd_q(p, caps)?),
-        Backward::Coop => (
-            tiled_coop_bwd::bwd_kv(p, caps)?,
-            tiled_coop_bwd::bwd_q(p, caps)?,
-        ),
-        Backward::CoopVk(build) => (
-            tiled_coop_vk::bwd_pass(p, caps, build, true)?,
-            tiled_coop_vk::bwd_pass(p, caps, build, false)?,
-        ),
-        Backward::Cm2 => (
-            tiled_coop_vk::cm2_bwd_pass(p, caps, true)?,
-            tiled_coop_vk::cm2_bwd_pass(p, caps, false)?,
-        ),
-    };
-    plan.dispatches.push(kv.backward("bwd_kv", inputs.clone()));
-    plan.dispatches.push(q.backward("bwd_q", inputs));
+    if dq_atomic {
+        // One pass (FlashAttention-2's): bwd_kv adds dQ into the f32 dQacc, cleared before it and
+        // rounded into dQ after it; no bwd_q.
+        let zero = tiled_bwd::dq_zero(p, "dQacc", caps).backward("dq_zero", vec![]);
+        plan.dispatches.push(zero);
+        let kv = tiled_bwd::bwd_kv_dq(p, caps)?;
+        plan.dispatches.push(kv.backward("bwd_kv", inputs));
+        let out = tiled_bwd::dq_out(p, ["dQacc", "dQ"], caps).backward("dq_out", vec![]);
+        plan.dispatches.push(out);
+    } else {
+        let (kv, q) = match bwd {
+            Backward::Tiled => (tiled_bwd::bwd_kv(p, caps)?, tiled_bwd::bwd_q(p, caps)?),
+            Backward::Coop => (
+                tiled_coop_bwd::bwd_kv(p, caps)?,
+                tiled_coop_bwd::bwd_q(p, caps)?,
+            ),
+            Backward::CoopVk(build) => (
+                tiled_coop_vk::bwd_pass(p, caps, build, true)?,
+                tiled_coop_vk::bwd_pass(p, caps, build, false)?,
+            ),
+            Backward::Cm2 => (
+                tiled_coop_vk::cm2_bwd_pass(p, caps, true)?,
+                tiled_coop_vk::cm2_bwd_pass(p, caps, false)?,
+            ),
+        };
+        plan.dispatches.push(kv.backward("bwd_kv", inputs.clone()));
+        plan.dispatches.push(q.backward("bwd_q", inputs));
+    }
     plan.grads = vec!["dQ".into(), "dK".into(), "dV".into()];
     plan.training_note = Some(
         "safe for training: the fused forward writes only O and L (the row logsumexp, BH x N \
