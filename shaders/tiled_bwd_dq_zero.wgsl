@@ -1,6 +1,6 @@
 // tiled_bwd_dq_zero.wgsl — `--bwd-dq atomic`'s first step: the f32 dQ accumulator
 // (tiled_bwd_kv_dq.wgsl) cleared, one element a thread over BH x N x D, before the dK/dV pass adds
-// into it (tiled_bwd_dq_out.wgsl rounds it into dQ after).
+// into it (`dq_out`, narrow.wgsl's `to_dtype`, rounds it into dQ after).
 
 @group(0) @binding(1) var<storage, read_write> dq_acc: array<f32>;
 

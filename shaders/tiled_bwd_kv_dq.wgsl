@@ -5,9 +5,10 @@
 // SHADER_FLOAT32_ATOMIC), FlashAttention-2's one pass: no dQ pass recomputes S and dP, five
 // products instead of seven. Thread t: rows 4(t/16) .. +3 at column vec4 t % 16 (and + 16 where
 // D4 > 16). No barrier is added: dS and K are only read, and the next block's first barrier
-// waits for them. The accumulator is zeroed before the pass (`dq_zero`, tiled_bwd_dq_zero.wgsl) and
-// rounded to the storage dtype after it (`dq_out`, tiled_bwd_dq_out.wgsl). The additions' order varies from run to
-// run, so dQ is not bitwise deterministic.
+// waits for them. The accumulator is cleared before the pass (`dq_zero`,
+// tiled_bwd_dq_zero.wgsl) and rounded to the storage dtype after it (`dq_out`: `math`'s
+// `to_dtype`, narrow.wgsl). The additions' order varies from run to run, so dQ is not bitwise
+// deterministic.
 
 @group(0) @binding(9) var<storage, read_write> dq_acc: array<atomic<f32>>;
 

@@ -114,7 +114,7 @@ fn problems() -> Vec<Problem> {
         }
     }
     // `tiled`'s one-pass backward (--bwd-dq atomic: dQ added by float atomics in the dK/dV pass,
-    // tiled_bwd_kv_dq.wgsl, with tiled_bwd_dq_zero.wgsl and tiled_bwd_dq_out.wgsl) at D = 64 in
+    // tiled_bwd_kv_dq.wgsl, with tiled_bwd_dq_zero.wgsl and narrow.wgsl) at D = 64 in
     // every dtype and at D = 128 in f16, with and without dropout.
     for (d, dtype) in [
         (64, DType::F32),

@@ -394,26 +394,13 @@ pub fn dq_zero(p: &Problem, acc: &str, caps: &AdapterCaps) -> Dispatch {
     }
 }
 
-/// `dq_out` of `--bwd-dq atomic`: the f32 accumulator `acc` rounded into `dq` (storage dtype).
+/// `dq_out` of `--bwd-dq atomic`: the f32 accumulator `acc` rounded into `dq` in the storage
+/// dtype, bound as the fused passes bind it (`math`'s `to_dtype`, shaders/narrow.wgsl).
 pub fn dq_out(p: &Problem, [acc, dq]: [&str; 2], caps: &AdapterCaps) -> Dispatch {
-    let elems = p.bh() * p.seq as u64 * p.head_dim as u64;
-    let st = storage(p);
-    Dispatch {
-        name: "dq_out".into(),
-        phase: Phase::Backward,
-        saved: vec![],
-        shader: kernel!("tiled_bwd_dq_out.wgsl", st, None),
-        entry: "main",
-        overrides: vec![],
-        params: Params::of(p),
-        bindings: vec![bind(acc, Access::Read), bind(dq, Access::ReadWrite)],
-        workgroups: super::ew_grid(elems.div_ceil(st.pack() as u64), caps),
-        reads_bytes: elems * 4,
-        writes_bytes: p.qkv_bytes(),
-        flops: 0,
-        loop_iters: 0,
-        note: "dQ: the f32 accumulator rounded to the storage dtype".into(),
-    }
+    let mut d = super::narrow::to_dtype(p, storage(p), Params::of(p), [acc, dq], caps);
+    d.name = "dq_out".into();
+    d.phase = Phase::Backward;
+    d
 }
 
 /// The composed kernel of pass `which` at width `w`.
