@@ -334,31 +334,54 @@ fn tiled_one_pass_backward_with_atomic_dq_passes_random_cases() {
         gpu.caps.float32_atomics,
         "lavapipe offers SHADER_FLOAT32_ATOMIC (VK_EXT_shader_atomic_float); this adapter does not"
     );
+    tiled_random_training(
+        0xa70_3c1d,
+        &[20, 40, 64, 72, 80],
+        24,
+        |p| p.bwd_dq_atomic = true,
+        "--bwd-dq atomic runs on the fused backward's 32 x 32",
+        |p, desc| {
+            let plan = variants::plan("tiled", p, &gpu.caps).unwrap();
+            let names: Vec<&str> = plan.dispatches.iter().map(|d| d.name.as_str()).collect();
+            assert!(
+                names.ends_with(&["bwd_dot", "dq_zero", "bwd_kv", "dq_out"]),
+                "{desc}: {names:?}"
+            );
+        },
+    );
+}
+
+/// Random `tiled` training cases drawn at `dims` from `seed`, each set up by `setup`, until `runs`
+/// of them ran: each passes `check` (its plan or its tile) and every gradient PASS. f32 cases
+/// refused with `f32_refusal` in the reason are counted, and at least one must be; other
+/// refusals only as [`expected_refusal`] allows.
+fn tiled_random_training(
+    seed: u64,
+    dims: &[u32],
+    runs: u32,
+    setup: impl Fn(&mut Problem),
+    f32_refusal: &str,
+    check: impl Fn(&Problem, &str),
+) {
+    let gpu = common::gpu();
     let mut runner = Runner::new(gpu).unwrap();
-    let mut rng = rand_pcg::Pcg32::seed_from_u64(0xa70_3c1d);
+    let mut rng = rand_pcg::Pcg32::seed_from_u64(seed);
     let mut failures = Vec::new();
     let (mut ran, mut refused) = (0, 0);
-    while ran < 24 {
-        let mut c = common::random_case_with(&mut rng, true, &[20, 40, 64, 72, 80]).run_as("tiled");
-        c.p.bwd_dq_atomic = true;
+    while ran < runs {
+        let mut c = common::random_case_with(&mut rng, true, dims).run_as("tiled");
+        setup(&mut c.p);
         if c.p.dtype == DType::F16 && !gpu.caps.f16 {
             continue;
         }
         match run_variant(gpu, &mut runner, &c.p, &c.x, c.variant, common::ONCE, false) {
             Ok(r) => {
                 ran += 1;
-                let plan = variants::plan("tiled", &c.p, &gpu.caps).unwrap();
-                let names: Vec<&str> = plan.dispatches.iter().map(|d| d.name.as_str()).collect();
-                assert!(
-                    names.ends_with(&["bwd_dot", "dq_zero", "bwd_kv", "dq_out"]),
-                    "{}: {names:?}",
-                    c.desc
-                );
+                check(&c.p, &c.desc);
                 failures.extend(failures_of(&r, &c.desc));
             }
             Err(Error::Incompatible { reason, .. })
-                if c.p.dtype == DType::F32
-                    && reason.contains("--bwd-dq atomic runs on the fused backward's 32 x 32") =>
+                if c.p.dtype == DType::F32 && reason.contains(f32_refusal) =>
             {
                 refused += 1;
             }
@@ -367,7 +390,10 @@ fn tiled_one_pass_backward_with_atomic_dq_passes_random_cases() {
             Err(e) => failures.push(format!("{}: {e}", c.desc)),
         }
     }
-    assert!(refused > 0, "no f32 case above D = 32 was drawn");
+    assert!(
+        refused > 0,
+        "no f32 case refused with `{f32_refusal}` was drawn"
+    );
     assert!(
         failures.is_empty(),
         "{} of {ran} cases failed:\n{}",
@@ -385,39 +411,16 @@ fn tiled_one_pass_backward_with_atomic_dq_passes_random_cases() {
 fn tiled_backward_four_chunk_tile_passes_random_cases() {
     use attn_wgpu::kernels::tiled_bwd::Tile;
     let gpu = common::gpu();
-    let mut runner = Runner::new(gpu).unwrap();
-    let mut rng = rand_pcg::Pcg32::seed_from_u64(0x4c4_a4c5);
-    let mut failures = Vec::new();
-    let (mut ran, mut refused) = (0, 0);
-    while ran < 10 {
-        let mut c = common::random_case_with(&mut rng, true, &[136, 200, 256]).run_as("tiled");
-        c.p.bwd_tile = Some(32);
-        if c.p.dtype == DType::F16 && !gpu.caps.f16 {
-            continue;
-        }
-        match run_variant(gpu, &mut runner, &c.p, &c.x, c.variant, common::ONCE, false) {
-            Ok(r) => {
-                ran += 1;
-                let tile = Tile::for_problem(&c.p, &gpu.caps).unwrap();
-                assert_eq!((tile, tile.chunks()), (Tile::D256H, 4), "{}", c.desc);
-                failures.extend(failures_of(&r, &c.desc));
-            }
-            Err(Error::Incompatible { reason, .. })
-                if c.p.dtype == DType::F32 && reason.contains("needs 43264 bytes") =>
-            {
-                refused += 1;
-            }
-            Err(Error::Incompatible { reason, .. }) if expected_refusal(&c.p, "tiled", &reason) => {
-            }
-            Err(e) => failures.push(format!("{}: {e}", c.desc)),
-        }
-    }
-    assert!(refused > 0, "no f32 case was drawn");
-    assert!(
-        failures.is_empty(),
-        "{} of {ran} cases failed:\n{}",
-        failures.len(),
-        failures.join("\n")
+    tiled_random_training(
+        0x4c4_a4c5,
+        &[136, 200, 256],
+        10,
+        |p| p.bwd_tile = Some(32),
+        "needs 43264 bytes",
+        |p, desc| {
+            let tile = Tile::for_problem(p, &gpu.caps).unwrap();
+            assert_eq!((tile, tile.chunks()), (Tile::D256H, 4), "{desc}");
+        },
     );
 }
 

@@ -194,12 +194,8 @@ fn training(
     // `--bwd-dq atomic`: `tiled`'s one-pass backward (other backwards ignore it, as `--bwd-tile`).
     let dq_atomic = bwd == Backward::Tiled && p.bwd_dq_atomic;
     match bwd {
-        Backward::Tiled => {
-            tiled_bwd::check(p, caps)?;
-            if dq_atomic {
-                tiled_bwd::check_dq_atomic(p, caps)?;
-            }
-        }
+        // (`--bwd-dq atomic`'s own conditions: tiled_bwd::bwd_kv_dq.)
+        Backward::Tiled => tiled_bwd::check(p, caps)?,
         Backward::Coop => tiled_coop_bwd::check(p, caps)?,
         Backward::CoopVk(build) => tiled_coop_vk::check_backward(p, caps, build)?,
         Backward::Cm2 => {
