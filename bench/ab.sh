@@ -31,6 +31,8 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     bin=$u
   fi
   [ -x "$bin" ] || { echo "ab.sh: '$bin' ($name) is not an executable file" >&2; exit 2; }
+  # OUT is appended to: never one of the contenders' files.
+  [ "$(realpath -m "$out")" != "$(realpath -m "${rest%% *}")" ] || { echo "ab.sh: OUT '$out' is $name's binary" >&2; exit 2; }
   names+=("$name") bins+=("$bin") extra+=("$args")
   shift
 done

@@ -126,4 +126,14 @@ fn the_ab_script_interleaves_contenders_one_line_a_run() {
         common::assert_exit(&o, 2, &[want]);
         assert!(!dir.path().join("x.txt").exists());
     }
+    // OUT is appended to, so it may not be a contender's binary: refused, the binary untouched.
+    let before = std::fs::read(&gz).unwrap();
+    let o = ab(&[
+        gz.display().to_string(),
+        format!("a={}", gz.display()),
+        "--".into(),
+        case.into(),
+    ]);
+    common::assert_exit(&o, 2, &["is a's binary"]);
+    assert_eq!(std::fs::read(&gz).unwrap(), before);
 }
